@@ -1,0 +1,33 @@
+# Two commands on a fresh machine:  make demo   |   make test
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: help demo test bench clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed  ## install and run the quickstart evaluation (offline, embedded PostgreSQL)
+	$(BIN)/evalbench run --config configs/quickstart.yaml
+
+test: $(VENV)/.installed-dev  ## install with the dev extra and run the tests
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed  ## throughput, latency-efficiency and memory benchmarks
+	$(BIN)/python bench/run_bench.py
+
+clean:  ## remove the virtual environment and results
+	rm -rf $(VENV) results bench/out

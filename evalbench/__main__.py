@@ -1,0 +1,3 @@
+from evalbench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""Offline agents, registered like real ones, for trying the harness without keys and testing it.
+
+``simulated:oracle`` answers with the golden SQL and, when the item is ambiguous, first asks
+about each annotated term. ``simulated:noisy`` behaves like the oracle except that, seeded per
+conversation, a phase fails in one of the realistic ways of :data:`FAILURE_KINDS`.
+Both peek at the item on purpose: they stand in for an agent, they are not one.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import sqlglot
+from sqlglot import expressions as exp
+
+from evalbench.agents import AGENTS
+from evalbench.conversation import AgentReply, Conversation, ReplyKind, conversation_seed
+
+FAILURE_KINDS = (
+    "wrong_filter",  # a WHERE condition negated
+    "missing_column",  # last projected column dropped
+    "sql_error",  # a misspelled column name
+    "empty_result",  # an impossible filter
+    "needless_question",  # asks a question it does not need, then answers correctly
+    "skip_clarification",  # guesses instead of asking (and guesses wrong)
+    "no_answer",  # natural-language reply with no SQL
+    "agent_error",  # the agent crashes
+    "timeout",  # the agent does not answer in time
+)
+
+DEFAULT_FAILURE_RATES = {
+    "wrong_filter": 0.08,
+    "missing_column": 0.06,
+    "sql_error": 0.06,
+    "empty_result": 0.05,
+    "needless_question": 0.05,
+    "skip_clarification": 0.05,
+    "no_answer": 0.04,
+    "agent_error": 0.02,
+    "timeout": 0.01,
+}
+
+
+class SimulatedAgent:
+    def __init__(self, config: Any, run_seed: int) -> None:
+        self.name = config.agent
+        self.noisy = config.agent == "simulated:noisy"
+        self.seed = config.seed if config.seed is not None else run_seed
+        self.latency_s = config.latency_s
+        self.sticky = config.session == "sticky"
+        rates = dict(DEFAULT_FAILURE_RATES) if self.noisy else {}
+        if config.failure_rates:
+            rates = dict(config.failure_rates)
+        self.rates = rates
+
+    def describe(self) -> dict[str, Any]:
+        return {"agent": self.name, "seed": self.seed, "latency_s": self.latency_s, "failure_rates": self.rates,
+                "session": "sticky" if self.sticky else "per_turn"}
+
+    def open_session(self, conversation: Conversation) -> "SimulatedSession":
+        return SimulatedSession(self, conversation)
+
+    def close(self) -> None:
+        pass
+
+
+class SimulatedSession:
+    def __init__(self, agent: SimulatedAgent, conversation: Conversation) -> None:
+        self.agent = agent
+        self.item = conversation.item
+        self.asked: set[str] = set()
+        self.turns = 0
+        self.rng = random.Random(conversation_seed(agent.seed, self.item.id, "agent"))
+        self.failures = {"main": self._draw(), "follow_up": self._draw()}
+
+    def _draw(self) -> str | None:
+        roll = self.rng.random()
+        for kind, rate in self.agent.rates.items():
+            if roll < rate:
+                return kind
+            roll -= rate
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def send(self, text: str) -> AgentReply:
+        started = time.perf_counter()
+        if self.agent.latency_s:
+            time.sleep(self.agent.latency_s)
+        self.turns += 1
+        reply = self._reply(text)
+        reply.latency_s = time.perf_counter() - started
+        return reply
+
+    def _reply(self, text: str) -> AgentReply:
+        follow_up = self.item.follow_up
+        if follow_up is not None and text == follow_up.question:
+            return self._answer(follow_up.golden_sql[0], self.failures["follow_up"], ambiguous_terms=[])
+        terms = [a.term for a in self.item.ambiguities if a.kind != "non_critical"]
+        return self._answer(self.item.golden_sql[0], self.failures["main"], ambiguous_terms=terms)
+
+    def _answer(self, golden: str, failure: str | None, ambiguous_terms: list[str]) -> AgentReply:
+        if failure == "agent_error":
+            return AgentReply(ReplyKind.ERROR, error="simulated agent crash (HTTP 500)", error_kind="http_500")
+        if failure == "timeout":
+            return AgentReply(ReplyKind.ERROR, error="simulated agent did not answer in time", error_kind="timeout")
+        if failure == "needless_question" and "__needless__" not in self.asked:
+            self.asked.add("__needless__")
+            return AgentReply(ReplyKind.CLARIFICATION, text="Should I include rows with missing values as well?")
+        if failure == "skip_clarification" and ambiguous_terms:
+            return AgentReply(ReplyKind.SQL, sql=mutate(golden, "wrong_filter"))
+        for term in ambiguous_terms:
+            if term not in self.asked:
+                self.asked.add(term)
+                return AgentReply(ReplyKind.CLARIFICATION, text=f'When you say "{term}", what exactly do you mean?')
+        if failure == "no_answer":
+            return AgentReply(ReplyKind.ANSWER, text="I could not find that information in the database.")
+        if failure in ("wrong_filter", "missing_column", "sql_error", "empty_result"):
+            return AgentReply(ReplyKind.SQL, sql=mutate(golden, failure))
+        return AgentReply(ReplyKind.SQL, sql=golden)
+
+
+# --------------------------------------------------------------------------- SQL mutations
+
+
+def mutate(sql: str, kind: str) -> str:
+    """``sql`` changed the way a careless agent would get it wrong. Falls back to a simpler
+    mutation when the SQL has nothing to change (no WHERE, a single column)."""
+    body = sql.strip().rstrip(";").strip()
+    if kind == "empty_result":
+        return f"SELECT * FROM (\n{body}\n) AS answer WHERE FALSE"
+    try:
+        tree = sqlglot.parse_one(body, read="postgres")
+    except sqlglot.errors.SqlglotError:
+        tree = None
+    if tree is not None:
+        if kind == "wrong_filter":
+            where = tree.find(exp.Where)
+            if where is not None:
+                where.set("this", exp.Not(this=exp.Paren(this=where.this)))
+                return tree.sql(dialect="postgres")
+            kind = "missing_column"
+        if kind == "missing_column":
+            select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+            if select is not None and len(select.expressions) > 1:
+                select.set("expressions", select.expressions[:-1])
+                return tree.sql(dialect="postgres")
+            kind = "sql_error"
+        if kind == "sql_error":
+            column = tree.find(exp.Column)
+            if column is not None:
+                column.set("this", exp.to_identifier(column.name + "_x"))
+                return tree.sql(dialect="postgres")
+    return f"SELECT * FROM (\n{body}\n) AS answer WHERE no_such_column IS NULL"
+
+
+AGENTS.register("simulated:oracle")(SimulatedAgent)
+AGENTS.register("simulated:noisy")(SimulatedAgent)

@@ -1,0 +1,426 @@
+"""Typed run, database, agent and virtual-user configuration.
+
+The pydantic models below are the single source of truth for keys and defaults. They accept
+Google EvalBench's run-config and db-config keys and add our own. Every model forbids unknown
+keys; :func:`load_run_config` turns validation errors into messages that name the file, the
+line and the key path. Paths are resolved relative to the file that names them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from evalbench.errors import ConfigError
+from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+
+
+def _resolve_path(value: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("base_dir")
+    if base is not None and not value.is_absolute():
+        value = Path(base) / value
+    return value
+
+
+def _existing_path(value: Path, info: ValidationInfo) -> Path:
+    value = _resolve_path(value, info)
+    if not value.exists():
+        raise ValueError(f"path does not exist: {value}")
+    return value
+
+
+ResolvedPath = Annotated[Path, AfterValidator(_resolve_path)]
+ExistingPath = Annotated[Path, AfterValidator(_existing_path)]
+
+
+# --------------------------------------------------------------------------- agents
+
+
+class SimulatedAgentConfig(StrictModel):
+    """Offline agents: ``simulated:oracle`` answers with the golden SQL; ``simulated:noisy`` is seeded
+    and fails in realistic ways at the configured rates."""
+
+    agent: Literal["simulated:oracle", "simulated:noisy"]
+    seed: int | None = Field(None, description="seed of the agent's failures (default: the run seed)")
+    latency_s: float = Field(0.0, ge=0, description="simulated time per turn, in seconds")
+    session: Literal["sticky", "per_turn"] = "sticky"
+    failure_rates: dict[str, float] = Field(
+        default_factory=dict,
+        description="noisy agent: probability of each failure kind per phase (see docs/agents.md)",
+    )
+
+    @field_validator("failure_rates")
+    @classmethod
+    def _known_failures(cls, value: dict[str, float]) -> dict[str, float]:
+        from evalbench.agents.simulated import FAILURE_KINDS
+
+        for kind, rate in value.items():
+            if kind not in FAILURE_KINDS:
+                raise ValueError(f"unknown failure kind {kind!r} (known: {', '.join(FAILURE_KINDS)})")
+            if not 0 <= rate <= 1:
+                raise ValueError(f"rate of {kind!r} must be between 0 and 1, got {rate}")
+        if sum(value.values()) > 1:
+            raise ValueError("failure rates add up to more than 1")
+        return value
+
+
+AgentConfig = Annotated[Union[SimulatedAgentConfig], Field(discriminator="agent")]
+
+
+def _agent_shorthand(value: Any) -> Any:
+    # `model_config: simulated:oracle` is shorthand for `{agent: simulated:oracle}`; EvalBench's
+    # `generator` key names the agent too.
+    if isinstance(value, str) and not value.endswith((".yaml", ".yml")):
+        return {"agent": value}
+    if isinstance(value, dict) and "generator" in value and "agent" not in value:
+        value = dict(value)
+        value["agent"] = value.pop("generator")
+    return value
+
+
+# --------------------------------------------------------------------------- virtual user
+
+
+class RulesVUserConfig(StrictModel):
+    """The offline, deterministic virtual user."""
+
+    vuser: Literal["rules"] = "rules"
+    patience: int = Field(3, ge=0, description="clarifications allowed beyond the number of annotated ambiguities")
+
+
+VUserConfig = Annotated[Union[RulesVUserConfig], Field(discriminator="vuser")]
+
+
+def _vuser_shorthand(value: Any) -> Any:
+    if isinstance(value, str) and not value.endswith((".yaml", ".yml")):
+        return {"vuser": value}
+    return value
+
+
+# --------------------------------------------------------------------------- databases
+
+
+def _normalise_db_type(value: Any) -> Any:
+    aliases = {"postgresql": "postgres", "pg": "postgres"}
+    return aliases.get(value, value) if isinstance(value, str) else value
+
+
+class DatabaseConfig(StrictModel):
+    """One database. EvalBench's db-config keys plus ours (``url``, ``embedded``, limits)."""
+
+    db_type: Annotated[Literal["postgres", "alloydb"], BeforeValidator(_normalise_db_type)] = "postgres"
+    dialect: str = "postgres"
+    database_name: str
+    database_path: str | None = Field(None, description="EvalBench key for file databases (SQLite); not supported yet")
+    user_name: str | None = None
+    password: SecretStr | None = None
+    host: str | None = None
+    port: int | None = None
+    url: SecretStr | None = Field(None, description="SQLAlchemy/libpq URL of an external server; overrides host/user keys")
+    embedded: bool | None = Field(None, description="use the embedded PostgreSQL (default when no url or host is given)")
+    max_executions_per_minute: int | None = Field(None, ge=1)
+    statement_timeout_s: float | None = Field(None, gt=0)
+    max_rows: int | None = Field(None, ge=1)
+    allow_destructive_setup: bool = Field(
+        False, description="allow dropping and re-creating a database the harness did not create"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "DatabaseConfig":
+        if self.database_path is not None:
+            raise ValueError("database_path (file databases such as SQLite) is not supported yet; use PostgreSQL")
+        if self.embedded and (self.url is not None or self.host is not None):
+            raise ValueError("embedded: true cannot be combined with url or host")
+        return self
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.embedded if self.embedded is not None else (self.url is None and self.host is None)
+
+
+# --------------------------------------------------------------------------- run
+
+
+class ExecutionConfig(StrictModel):
+    statement_timeout_s: float = Field(10.0, gt=0, description="per statement, golden and generated SQL alike")
+    max_rows: int = Field(10_000, ge=1, description="rows fetched per result; more marks the result truncated")
+    preview_rows: int = Field(5, ge=0, description="rows of each result kept in the journal")
+
+
+class EmbeddedConfig(StrictModel):
+    data_dir: ResolvedPath | None = Field(None, description="data directory (default: ~/.cache/evalbench/pgdata)")
+
+
+class RunnersConfig(StrictModel):
+    """Threads per stage (EvalBench's `runners` keys)."""
+
+    promptgen_runners: int = Field(2, ge=1)
+    sqlgen_runners: int = Field(8, ge=1)
+    vuser_runners: int = Field(4, ge=1)
+    sqlexec_runners: int = Field(4, ge=1)
+    scoring_runners: int = Field(2, ge=1)
+
+
+class CsvReportingConfig(StrictModel):
+    output_directory: ResolvedPath = Path("results")
+
+
+class ReportingConfig(StrictModel):
+    csv: CsvReportingConfig = CsvReportingConfig()
+
+
+_DATASET_FORMATS = {
+    "bird-interact": "bird-interact",
+    "bird-interact-jsonl": "bird-interact",
+    "bird-interact-format": "bird-interact",
+    "evalbench": "evalbench",
+    "evalbench-json": "evalbench",
+    "evalbench-standard-format": "evalbench",
+}
+
+
+def _normalise_dataset_format(value: Any) -> Any:
+    if isinstance(value, str) and value in _DATASET_FORMATS:
+        return _DATASET_FORMATS[value]
+    return value
+
+
+class RunConfig(StrictModel):
+    """A run: which dataset, which databases, which agent and virtual user, which scorers."""
+
+    dataset_config: ExistingPath
+    dataset_format: Annotated[Literal["auto", "bird-interact", "evalbench"], BeforeValidator(_normalise_dataset_format)] = "auto"
+    database_configs: list[DatabaseConfig] = Field(default_factory=list)
+    dialects: list[str] = Field(default_factory=lambda: ["postgres"])
+    query_types: list[str] | None = None
+    orchestrator: str = "interact"
+    agent: Annotated[AgentConfig, BeforeValidator(_agent_shorthand)] = Field(alias="model_config")
+    vuser: Annotated[VUserConfig, BeforeValidator(_vuser_shorthand)] = Field(
+        default_factory=RulesVUserConfig, alias="vuser_model_config"
+    )
+    setup_directory: ExistingPath | None = None
+    scorers: dict[str, dict[str, Any] | None] = Field(
+        default_factory=lambda: {"exec_match": {}, "executable": {}, "turn_count": {}}
+    )
+    reporting: ReportingConfig = ReportingConfig()
+    runners: RunnersConfig = RunnersConfig()
+    execution: ExecutionConfig = ExecutionConfig()
+    embedded: EmbeddedConfig = EmbeddedConfig()
+    seed: int = 0
+    max_turns: int = Field(10, ge=1, description="hard cap on turns per conversation, all phases together")
+    max_in_flight: int = Field(64, ge=1, description="conversations in flight at once (bounds memory)")
+    conversation_timeout_s: float = Field(600.0, gt=0)
+    run_id: str | None = Field(None, description="name of the run directory (default: timestamp + config name)")
+    source: Path | None = Field(None, exclude=True, description="the config file this was read from")
+
+    @field_validator("scorers")
+    @classmethod
+    def _known_scorers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from evalbench.scoring import SCORERS
+
+        for name in value:
+            if name not in SCORERS:
+                raise ValueError(f"unknown scorer {name!r} (known: {', '.join(SCORERS.names())})")
+        if not value:
+            raise ValueError("at least one scorer is needed")
+        return value
+
+    @field_validator("database_configs")
+    @classmethod
+    def _unique_databases(cls, value: list[DatabaseConfig]) -> list[DatabaseConfig]:
+        names = [(db.dialect, db.database_name) for db in value]
+        duplicates = sorted({f"{d}/{n}" for d, n in names if names.count((d, n)) > 1})
+        if duplicates:
+            raise ValueError(f"database configured more than once: {', '.join(duplicates)}")
+        return value
+
+    def database_for(self, dialect: str, database: str) -> DatabaseConfig:
+        """The configured database, or the embedded default for a database with no config."""
+        for db in self.database_configs:
+            if db.database_name == database and db.dialect == dialect:
+                return db
+        return DatabaseConfig(database_name=database, dialect=dialect)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-able copy for the manifest, with every secret redacted."""
+        return redact(json.loads(self.model_dump_json(by_alias=True)))
+
+    def fingerprint(self) -> str:
+        """Hash of the settings that make two runs comparable (used by resume and compare)."""
+        data = self.snapshot()
+        for volatile in ("run_id", "runners", "max_in_flight", "reporting"):
+            data.pop(volatile, None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_SECRET_KEYS = ("password", "secret", "token", "api_key", "apikey", "authorization", "credential")
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """Replace secrets: values under secret-looking keys, passwords inside URLs."""
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if value is not None and any(s in key.lower() for s in _SECRET_KEYS):
+        return "***"
+    if isinstance(value, str) and key.lower() in ("url", "uri"):
+        return redact_url(value)
+    return value
+
+
+def redact_url(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
+    """Read and validate a run config. Nested config files (``database_configs``,
+    ``model_config``, ``vuser_model_config`` given as paths) are read relative to it."""
+    path = Path(path)
+    doc = load_yaml(path)
+    data = dict(doc.data)
+    data.update(overrides)  # command-line --set values, validated like the file's own
+    base = path.parent
+
+    dbs = data.get("database_configs")
+    if dbs is not None:
+        if not isinstance(dbs, list):
+            raise doc.error("expected a list of database config files or mappings", ("database_configs",))
+        data["database_configs"] = [
+            _load_nested(doc, ("database_configs", i), entry, base, DatabaseConfig) for i, entry in enumerate(dbs)
+        ]
+    for key, shorthand in (("model_config", _agent_shorthand), ("vuser_model_config", _vuser_shorthand)):
+        if key in data:
+            data[key] = _load_nested(doc, (key,), shorthand(data[key]), base, None)
+    data["source"] = path
+    return _validate(doc, RunConfig, data, base)
+
+
+def _load_nested(doc: YamlDocument, key_path: tuple[Any, ...], entry: Any, base: Path, model: type[StrictModel] | None) -> Any:
+    """A nested config given as a file path is read (and validated, when ``model`` is given) there."""
+    if isinstance(entry, str):
+        nested_path = Path(entry) if Path(entry).is_absolute() else base / entry
+        if not nested_path.exists():
+            raise doc.error(f"file not found: {nested_path}", key_path)
+        nested = load_yaml(nested_path)
+        if model is None:
+            return _NestedFile(nested)
+        return _validate(nested, model, nested.data, nested_path.parent)
+    if model is not None and isinstance(entry, dict):
+        return _validate_part(doc, model, entry, base, key_path)
+    return entry
+
+
+class _NestedFile(dict):  # type: ignore[type-arg]
+    """A mapping read from another file; validation errors inside it name that file."""
+
+    def __init__(self, doc: YamlDocument) -> None:
+        super().__init__(doc.data)
+        self.doc = doc
+
+
+def _validate(doc: YamlDocument, model: type[StrictModel], data: dict[str, Any], base: Path) -> Any:
+    return _validate_part(doc, model, data, base, ())
+
+
+def _validate_part(doc: YamlDocument, model: type[StrictModel], data: Any, base: Path, prefix: tuple[Any, ...]) -> Any:
+    try:
+        return model.model_validate(data, context={"base_dir": base})
+    except ValidationError as exc:
+        raise _config_error(doc, exc, prefix, data) from None
+
+
+def _config_error(doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ...], data: Any) -> ConfigError:
+    messages = []
+    first: ConfigError | None = None
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        target_doc, key_path = _locate(doc, data, prefix, loc)
+        secret = any(any(w in str(k).lower() for w in _SECRET_KEYS) for k in key_path)
+        message = _describe(err, show_input=not secret)
+        error = target_doc.error(message, key_path)
+        first = first or error
+        messages.append(str(error))
+    assert first is not None
+    if len(messages) > 1:
+        first.args = ("\n".join(messages),)
+    return first
+
+
+def _locate(doc: YamlDocument, data: Any, prefix: tuple[Any, ...], loc: tuple[Any, ...]) -> tuple[YamlDocument, tuple[Any, ...]]:
+    """Map a pydantic error location to (file, key path), following nested files and aliases."""
+    key_path: list[Any] = list(prefix)
+    node = data
+    aliases = {"agent": "model_config", "vuser": "vuser_model_config"}
+    for i, part in enumerate(loc):
+        if i == 0 and not prefix and part in aliases and isinstance(node, dict) and aliases[part] in node:
+            part = aliases[part]
+        if isinstance(node, dict) and part not in node and isinstance(part, str) and i + 1 < len(loc):
+            # discriminated unions add the tag as a location element; skip it
+            continue
+        if isinstance(node, _NestedFile):
+            return _locate(node.doc, node, (), loc[i:])
+        key_path.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            node = None
+        if isinstance(node, _NestedFile):
+            return _locate(node.doc, node, (), loc[i + 1 :])
+    return doc, tuple(key_path)
+
+
+def _describe(err: Any, *, show_input: bool = True) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    shown = err.get("input")
+    if show_input and not isinstance(shown, (dict, list)) and shown is not None:
+        return f"{msg} (got {shown!r})"
+    return msg
+
+
+__all__ = [
+    "AgentConfig",
+    "DatabaseConfig",
+    "RunConfig",
+    "SimulatedAgentConfig",
+    "VUserConfig",
+    "format_key_path",
+    "load_run_config",
+    "redact",
+]

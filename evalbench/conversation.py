@@ -1,0 +1,313 @@
+"""Conversation, turn and reply types, and the state machine's transitions.
+
+The transitions are pure: they read what a stage produced and decide the next stage, mutating
+only the conversation record. All I/O (agent calls, the virtual user, SQL) happens in the
+stage work (:mod:`evalbench.stages`), so the machine can be tested without any of it.
+
+    PROMPT -> GENERATE -+- clarification -> VUSER -> PROMPT        (clarification budget)
+                        +- sql / answer  -> EXECUTE -> SCORE -+-> PROMPT (follow-up phase)
+                        +- error         -> SCORE             +-> COMPLETE
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from evalbench.dataset import Conditions, Item
+
+if TYPE_CHECKING:
+    from evalbench.agents import AgentSession
+    from evalbench.db.sandbox import ExecutionResult
+    from evalbench.scoring import Score
+
+
+class Stage(str, Enum):
+    PROMPT = "prompt"
+    GENERATE = "generate"
+    VUSER = "vuser"
+    EXECUTE = "execute"
+    SCORE = "score"
+    COMPLETE = "complete"
+
+
+class ReplyKind(str, Enum):
+    SQL = "sql"
+    CLARIFICATION = "clarification"
+    ANSWER = "answer"  # natural language, no SQL
+    ERROR = "error"
+
+
+class Outcome(str, Enum):
+    """Why a conversation ended. Closed: every conversation ends with exactly one of these."""
+
+    SCORED = "scored"
+    MAX_TURNS = "max_turns"
+    AGENT_ERROR = "agent_error"
+    VUSER_ERROR = "vuser_error"
+    DB_ERROR = "db_error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+class Phase(str, Enum):
+    MAIN = "main"
+    FOLLOW_UP = "follow_up"
+
+
+@dataclass
+class TokenUsage:
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+
+
+@dataclass
+class ToolCall:
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    response: Any = None
+    id: str | None = None
+
+
+@dataclass
+class AgentReply:
+    """What the agent answered to one user message, classified as exactly one kind."""
+
+    kind: ReplyKind
+    text: str = ""  # the final text, or the clarification question
+    sql: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    latency_s: float = 0.0
+    error: str | None = None
+    error_kind: str | None = None  # "timeout" ends the conversation as TIMEOUT, anything else as AGENT_ERROR
+    raw: Any = None  # raw events, truncated by the adapter
+
+
+@dataclass
+class VUserAction:
+    """BIRD-Interact's encode step: which ambiguity the agent's question is about."""
+
+    kind: str  # "labeled" | "unlabeled" | "unanswerable"
+    terms: list[str] = field(default_factory=list)
+    segment: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "labeled":
+            return "labeled(" + ", ".join(f'"{t}"' for t in self.terms) + ")"
+        if self.kind == "unlabeled":
+            return f'unlabeled("{self.segment}")'
+        return "unanswerable()"
+
+
+@dataclass
+class VUserReply:
+    action: VUserAction | None
+    text: str
+    error: str | None = None
+    audit: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Turn:
+    """One user message and the agent's reply (and, for a clarification, the vuser's answer)."""
+
+    index: int
+    phase: Phase
+    user_text: str
+    user_role: str  # "user" (opening or follow-up question) or "vuser" (answer to a clarification)
+    reply: AgentReply | None = None
+    vuser: VUserReply | None = None
+    started: float = field(default_factory=time.time)
+
+
+@dataclass
+class PhaseRecord:
+    """One phase of a conversation: its question, the final SQL, the results and the scores."""
+
+    phase: Phase
+    question: str
+    golden_sql: list[str]
+    conditions: Conditions
+    conditions_explicit: bool
+    is_query: bool
+    clarification_budget: int
+    clarifications: int = 0
+    sql: str | None = None
+    generated: ExecutionResult | None = None
+    golden: list[ExecutionResult] = field(default_factory=list)
+    outcome: Outcome | None = None
+    error: str | None = None
+    scores: dict[str, Score] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the phase succeeded on its primary (first pass/fail) scorer."""
+        for score in self.scores.values():
+            if score.passed is not None:
+                return score.passed
+        return False
+
+
+@dataclass
+class Conversation:
+    """The dialogue for one item: the durable unit, journaled once when COMPLETE."""
+
+    item: Item
+    seed: int
+    max_turns: int
+    patience: int
+    deadline: float  # monotonic time after which the conversation ends as TIMEOUT
+    stage: Stage = Stage.PROMPT
+    turns: list[Turn] = field(default_factory=list)
+    phases: list[PhaseRecord] = field(default_factory=list)
+    outcome: Outcome | None = None
+    error: str | None = None
+    session: AgentSession | None = None
+    sessions_opened: int = 0
+    started: float = field(default_factory=time.monotonic)
+    elapsed_s: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def phase(self) -> PhaseRecord:
+        return self.phases[-1]
+
+    @property
+    def last_turn(self) -> Turn:
+        return self.turns[-1]
+
+
+def conversation_seed(run_seed: int, item_id: str, salt: str = "") -> int:
+    """A stable per-conversation seed derived from the run seed; the global RNG is never seeded."""
+    return zlib.crc32(f"{run_seed}:{item_id}:{salt}".encode())
+
+
+# --------------------------------------------------------------------------- transitions
+
+
+def start(conv: Conversation) -> Stage:
+    """Open the main phase with its clarification budget (annotated ambiguities + patience)."""
+    item = conv.item
+    asked_about = sum(1 for a in item.ambiguities if a.kind != "non_critical")
+    conv.phases.append(
+        PhaseRecord(
+            phase=Phase.MAIN,
+            question=item.opening_question,
+            golden_sql=item.golden_sql,
+            conditions=item.conditions,
+            conditions_explicit=item.conditions_explicit,
+            is_query=item.is_query,
+            clarification_budget=asked_about + conv.patience,
+        )
+    )
+    conv.stage = Stage.PROMPT
+    return conv.stage
+
+
+def next_user_message(conv: Conversation) -> tuple[str, str]:
+    """(text, role) of the next message to the agent: the phase's question, or the vuser's answer."""
+    if conv.turns and conv.last_turn.phase == conv.phase.phase and conv.last_turn.vuser is not None:
+        return conv.last_turn.vuser.text, "vuser"
+    return conv.phase.question, "user"
+
+
+def after_prompt(conv: Conversation, text: str, role: str) -> Stage:
+    conv.turns.append(Turn(index=len(conv.turns), phase=conv.phase.phase, user_text=text, user_role=role))
+    return _goto(conv, Stage.GENERATE)
+
+
+def after_generate(conv: Conversation, reply: AgentReply) -> Stage:
+    conv.last_turn.reply = reply
+    phase = conv.phase
+    if reply.kind is ReplyKind.ERROR:
+        outcome = Outcome.TIMEOUT if reply.error_kind == "timeout" else Outcome.AGENT_ERROR
+        return _end_phase(conv, outcome, reply.error or "agent error")
+    if reply.kind is ReplyKind.CLARIFICATION:
+        phase.clarifications += 1
+        if phase.clarifications > phase.clarification_budget:
+            return _end_phase(conv, Outcome.MAX_TURNS, f"clarification budget of {phase.clarification_budget} exceeded")
+        if len(conv.turns) >= conv.max_turns:
+            return _end_phase(conv, Outcome.MAX_TURNS, f"max_turns ({conv.max_turns}) reached")
+        return _goto(conv, Stage.VUSER)
+    phase.sql = reply.sql if reply.kind is ReplyKind.SQL else None
+    return _goto(conv, Stage.EXECUTE)
+
+
+def after_vuser(conv: Conversation, reply: VUserReply) -> Stage:
+    conv.last_turn.vuser = reply
+    if reply.error is not None:
+        return _end_phase(conv, Outcome.VUSER_ERROR, reply.error)
+    return _goto(conv, Stage.PROMPT)
+
+
+def after_execute(conv: Conversation) -> Stage:
+    """Golden failures and lost connections are the harness's problem, not the agent's."""
+    phase = conv.phase
+    for golden in phase.golden:
+        if golden.error is not None:
+            return _end_phase(conv, Outcome.DB_ERROR, f"golden SQL failed ({golden.error_kind}): {golden.error}")
+    generated = phase.generated
+    if generated is not None and generated.error_kind in ("connection", "preprocess"):
+        return _end_phase(conv, Outcome.DB_ERROR, generated.error)
+    return _goto(conv, Stage.SCORE)
+
+
+def after_score(conv: Conversation) -> Stage:
+    phase = conv.phase
+    if phase.outcome is None:
+        phase.outcome = Outcome.SCORED
+    follow_up = conv.item.follow_up
+    if phase.phase is Phase.MAIN and phase.outcome is Outcome.SCORED and phase.passed and follow_up is not None:
+        conv.phases.append(
+            PhaseRecord(
+                phase=Phase.FOLLOW_UP,
+                question=follow_up.question,
+                golden_sql=follow_up.golden_sql,
+                conditions=follow_up.conditions,
+                conditions_explicit=True,
+                is_query=follow_up.category == "Query",
+                clarification_budget=conv.patience,
+            )
+        )
+        if len(conv.turns) >= conv.max_turns:
+            return _end_phase(conv, Outcome.MAX_TURNS, f"max_turns ({conv.max_turns}) reached before the follow-up")
+        return _goto(conv, Stage.PROMPT)
+    # The conversation's outcome is the first phase outcome that is not SCORED.
+    outcome = next((p.outcome for p in conv.phases if p.outcome is not Outcome.SCORED), Outcome.SCORED)
+    error = next((p.error for p in conv.phases if p.error), None)
+    return _finish(conv, outcome or Outcome.SCORED, error)
+
+
+def fail(conv: Conversation, outcome: Outcome, error: str) -> Stage:
+    """An unexpected failure inside a stage: end the current phase; it is still scored."""
+    if conv.stage is Stage.SCORE or not conv.phases:
+        return _finish(conv, outcome, error)
+    return _end_phase(conv, outcome, error)
+
+
+def _end_phase(conv: Conversation, outcome: Outcome, error: str | None) -> Stage:
+    """The phase ends without a usable answer; it is still scored (as a failure)."""
+    conv.phase.outcome = outcome
+    conv.phase.error = error
+    conv.stage = Stage.SCORE
+    return conv.stage
+
+
+def _goto(conv: Conversation, stage: Stage) -> Stage:
+    if stage is not Stage.COMPLETE and time.monotonic() > conv.deadline:
+        return _end_phase(conv, Outcome.TIMEOUT, "conversation timeout")
+    conv.stage = stage
+    return stage
+
+
+def _finish(conv: Conversation, outcome: Outcome, error: str | None) -> Stage:
+    conv.outcome = outcome
+    conv.error = error
+    conv.elapsed_s = time.monotonic() - conv.started
+    conv.stage = Stage.COMPLETE
+    return conv.stage

@@ -1,0 +1,121 @@
+"""Streaming dataset loading.
+
+Items are never all held in memory: :meth:`Dataset.scan` makes one pass to count items per
+(dialect, database) group and to collect record errors, then each group streams its own items.
+This keeps peak memory flat in the number of items.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from evalbench.dataset.formats import FORMATS, RecordProblem, detect_format
+from evalbench.dataset.items import Item, RecordError
+from evalbench.dataset.reader import MalformedRecord, iter_json_array, iter_jsonl
+from evalbench.errors import DatasetError
+
+Group = tuple[str, str]  # (dialect, database)
+
+
+@dataclass
+class DatasetScan:
+    """What one pass over the dataset found."""
+
+    groups: Counter[Group] = field(default_factory=Counter)
+    errors: list[RecordError] = field(default_factory=list)
+    filtered_out: int = 0  # items excluded on purpose by `query_types`
+    format: str = "auto"
+
+    @property
+    def total(self) -> int:
+        return sum(self.groups.values())
+
+
+class Dataset:
+    def __init__(
+        self,
+        path: Path,
+        format: str = "auto",
+        dialects: Sequence[str] = ("postgres",),
+        query_types: Sequence[str] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.format = format
+        self.dialects = list(dialects)
+        self.query_types = [q.lower() for q in query_types] if query_types else None
+        if not self.path.is_file():
+            raise DatasetError("dataset file not found", file=str(self.path))
+
+    def iter_records(self) -> Iterator[Item | RecordError]:
+        """Every item and every record error, in file order. Later duplicates of an id are errors."""
+        fmt = self.format
+        seen: set[tuple[str, str]] = set()
+        raw_records = iter_jsonl(self.path) if self.path.suffix == ".jsonl" else iter_json_array(self.path)
+        for record in raw_records:
+            if isinstance(record, MalformedRecord):
+                yield RecordError(file=str(self.path), line=record.line, message=record.message)
+                continue
+            if fmt == "auto":
+                detected = detect_format(record.data)
+                if detected is None:
+                    yield RecordError(
+                        file=str(self.path), line=record.line, message="cannot tell the dataset format of this record"
+                    )
+                    continue
+                fmt = detected
+                self.format = fmt
+            source = f"{self.path.name}:{record.line}"
+            try:
+                items = FORMATS[fmt](record.data, source, self.dialects)
+            except RecordProblem as exc:
+                yield RecordError(file=str(self.path), line=record.line, message=str(exc), item_id=exc.item_id)
+                continue
+            except ValueError as exc:  # pydantic validation of the Item itself
+                yield RecordError(file=str(self.path), line=record.line, message=str(exc))
+                continue
+            for item in items:
+                key = (item.dialect, item.id)
+                if key in seen:
+                    yield RecordError(
+                        file=str(self.path), line=record.line, item_id=item.id, message=f"duplicate item id {item.id!r}"
+                    )
+                    continue
+                seen.add(key)
+                if not item.database:
+                    yield RecordError(file=str(self.path), line=record.line, item_id=item.id, message="item names no database")
+                    continue
+                yield item
+
+    def _selected(self, item: Item) -> bool:
+        return self.query_types is None or item.query_type in self.query_types
+
+    def scan(self) -> DatasetScan:
+        scan = DatasetScan()
+        for record in self.iter_records():
+            if isinstance(record, RecordError):
+                scan.errors.append(record)
+            elif self._selected(record):
+                scan.groups[(record.dialect, record.database)] += 1
+            else:
+                scan.filtered_out += 1
+        scan.format = self.format
+        return scan
+
+    def items(self, group: Group | None = None) -> Iterator[Item]:
+        """The selected items of ``group`` (all groups when None), streamed."""
+        for record in self.iter_records():
+            if isinstance(record, Item) and self._selected(record):
+                if group is None or (record.dialect, record.database) == group:
+                    yield record
+
+
+def load_items(path: Path | str, format: str = "auto", dialects: Sequence[str] = ("postgres",)) -> tuple[list[Item], list[RecordError]]:
+    """Load a whole (small) dataset into memory: for tests, notebooks and `validate`."""
+    items: list[Item] = []
+    errors: list[RecordError] = []
+    for record in Dataset(Path(path), format, dialects).iter_records():
+        (errors if isinstance(record, RecordError) else items).append(record)  # type: ignore[arg-type]
+    return items, errors

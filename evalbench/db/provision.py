@@ -1,0 +1,315 @@
+"""Provisioning a database from an EvalBench-style setup directory.
+
+Layout: ``<setup_directory>/<database>/<dialect>/{pre_setup,setup,post_setup}.sql`` and
+``<setup_directory>/<database>/data/<table>.csv``. Each CSV cell is a SQL literal (no header
+row, bare ``NULL``, strings and JSON single-quoted), inlined into ``INSERT ... VALUES`` exactly
+as EvalBench's loader does; COPY cannot read such files, so rows go in as multi-row INSERTs.
+
+Provisioning is idempotent: a checksum of the setup files is kept in the database's comment
+(``COMMENT ON DATABASE``, so no extra table is visible to agents) and an unchanged setup is not
+redone. Only databases the harness created (marked by that comment) are ever dropped, unless the
+db config sets ``allow_destructive_setup``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from evalbench.db.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo
+from evalbench.errors import ProvisioningError
+
+log = logging.getLogger(__name__)
+
+# Bump when provisioning itself changes what it leaves behind, so old databases are rebuilt.
+PROVISIONING_VERSION = "1"
+_MARK = "evalbench:"
+_INSERT_BATCH = 500
+DIALECT_DIRS = {"postgres": ("postgres", "postgresql"), "alloydb": ("alloydb", "postgres", "postgresql")}
+
+
+@dataclass(frozen=True)
+class SetupFiles:
+    database: str
+    pre_setup: Path | None
+    setup: Path | None
+    post_setup: Path | None
+    data: tuple[Path, ...]
+
+    def all(self) -> list[Path]:
+        return [p for p in (self.pre_setup, self.setup, self.post_setup) if p] + list(self.data)
+
+    def checksum(self) -> str:
+        digest = hashlib.sha256(PROVISIONING_VERSION.encode())
+        for path in self.all():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        return digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ProvisionReport:
+    database: str
+    action: str  # "created", "rebuilt", "reused", "external" (used as is)
+    checksum: str | None
+    sandbox_user: str
+    tables_loaded: int = 0
+    rows_loaded: int = 0
+    warning: str | None = None
+
+
+def find_setup(setup_directory: Path | None, database: str, dialect: str) -> SetupFiles | None:
+    """The setup files of ``database``, or None when the setup directory has no folder for it."""
+    if setup_directory is None:
+        return None
+    root = setup_directory / database
+    if not root.is_dir():
+        return None
+    sql_dir = next((root / d for d in DIALECT_DIRS.get(dialect, (dialect,)) if (root / d).is_dir()), None)
+
+    def pick(name: str) -> Path | None:
+        path = sql_dir / f"{name}.sql" if sql_dir else None
+        return path if path is not None and path.is_file() else None
+
+    data_dir = root / "data"
+    data = tuple(sorted(data_dir.glob("*.csv"))) if data_dir.is_dir() else ()
+    files = SetupFiles(database, pick("pre_setup"), pick("setup"), pick("post_setup"), data)
+    if not files.all():
+        raise ProvisioningError(f"{root}: no setup SQL for dialect {dialect!r} and no data/*.csv")
+    return files
+
+
+def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionReport:
+    """Make sure ``target`` exists and matches ``setup``; create the sandbox role."""
+    try:
+        admin = psycopg.connect(libpq_conninfo(target.admin), autocommit=True, connect_timeout=15)
+    except psycopg.Error as exc:
+        raise ProvisioningError(f"cannot connect to {target.describe()}: {_pg_message(exc)}") from None
+    with admin:
+        can_create_roles = bool(
+            admin.execute("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user").fetchone()[0]  # type: ignore[index]
+        )
+        if setup is None:
+            return _use_as_is(target, admin, can_create_roles)
+        checksum = setup.checksum()
+        # Serialise provisioning of one database across processes (parallel test runs, CI).
+        admin.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (_MARK + target.name,))
+        try:
+            row = admin.execute(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (target.name,)
+            ).fetchone()
+            comment = row[0] if row else None
+            if row is not None and comment == f"{_MARK}ok:{checksum}":
+                sandbox_user, warning = _sandbox_user(target, admin, can_create_roles)
+                return ProvisionReport(target.name, "reused", checksum, sandbox_user, warning=warning)
+            action = "created"
+            if row is not None:
+                ours = bool(comment and comment.startswith(_MARK))
+                if not ours and not target.config.allow_destructive_setup:
+                    raise ProvisioningError(
+                        f"database {target.name!r} already exists on {target.describe()} and was not created by "
+                        "evalbench; set allow_destructive_setup: true in its db config to let evalbench replace it, "
+                        "or leave it out of setup_directory to use it as is"
+                    )
+                admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(target.name)))
+                action = "rebuilt"
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(target.name)))
+            _comment(admin, target.name, f"{_MARK}provisioning")
+            tables, rows = _load(target, setup)
+            sandbox_user, warning = _sandbox_user(target, admin, can_create_roles, grant=True)
+            _comment(admin, target.name, f"{_MARK}ok:{checksum}")
+            log.info("provisioned %s (%d tables, %d rows)", target.describe(), tables, rows)
+            return ProvisionReport(target.name, action, checksum, sandbox_user, tables, rows, warning)
+        finally:
+            admin.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (_MARK + target.name,))
+
+
+def _use_as_is(target: DatabaseTarget, admin: psycopg.Connection, can_create_roles: bool) -> ProvisionReport:
+    exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (target.name,)).fetchone()
+    if not exists:
+        raise ProvisioningError(
+            f"database {target.name!r} does not exist on {target.describe()} and there is no setup for it "
+            "(set setup_directory to a folder holding a sub-folder with this name)"
+        )
+    user = target.admin.username or "postgres"
+    superuser = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    warning = None
+    if superuser and superuser[0]:
+        warning = (
+            f"agent SQL runs as {user!r}, a superuser, on a database evalbench did not create; "
+            "configure a read-only user_name for this database"
+        )
+    return ProvisionReport(target.name, "external", None, user, warning=warning)
+
+
+def _comment(admin: psycopg.Connection, database: str, text: str) -> None:
+    admin.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(database), sql.Literal(text)))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _load(target: DatabaseTarget, setup: SetupFiles) -> tuple[int, int]:
+    try:
+        conn = psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15)
+    except psycopg.Error as exc:
+        raise ProvisioningError(f"cannot connect to {target.describe()}: {_pg_message(exc)}") from None
+    rows = 0
+    with conn:
+        for path in (setup.pre_setup, setup.setup):
+            if path:
+                _run_file(conn, path)
+        for path in setup.data:
+            rows += _load_csv(conn, path)
+        if setup.post_setup:
+            _run_file(conn, setup.post_setup)
+        _advance_sequences(conn)
+    return len(setup.data), rows
+
+
+def _run_file(conn: psycopg.Connection, path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return
+    try:
+        with conn.transaction():
+            conn.execute(text)  # type: ignore[call-overload]  # trusted setup SQL, may hold many statements
+    except psycopg.Error as exc:
+        position = getattr(exc.diag, "statement_position", None)
+        line = text.count("\n", 0, int(position) - 1) + 1 if position else None
+        where = f"{path}:{line}" if line else str(path)
+        raise ProvisioningError(f"{where}: {_pg_message(exc)}") from None
+
+
+def _load_csv(conn: psycopg.Connection, path: Path) -> int:
+    """Insert the rows of a CSV whose cells are SQL literals; errors name file and line."""
+    table = sql.Identifier(path.stem)
+    count = 0
+    with path.open(newline="", encoding="utf-8") as handle, conn.transaction():
+        reader = csv.reader(handle)
+        batch: list[tuple[int, str]] = []
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if any(not cell.strip() for cell in row):
+                raise ProvisioningError(f"{path}:{reader.line_num}: empty cell (write NULL for a missing value)")
+            batch.append((reader.line_num, "(" + ", ".join(row) + ")"))
+            if len(batch) >= _INSERT_BATCH:
+                count += _insert(conn, path, table, batch)
+                batch = []
+        if batch:
+            count += _insert(conn, path, table, batch)
+    return count
+
+
+def _insert(conn: psycopg.Connection, path: Path, table: sql.Identifier, batch: list[tuple[int, str]]) -> int:
+    head = sql.SQL("INSERT INTO {} VALUES ").format(table).as_string(conn)
+    try:
+        with conn.transaction():
+            conn.execute(head + ", ".join(values for _, values in batch))  # type: ignore[call-overload]
+        return len(batch)
+    except psycopg.Error:
+        pass
+    for line, values in batch:  # find the offending row
+        try:
+            with conn.transaction():
+                conn.execute(head + values)  # type: ignore[call-overload]
+        except psycopg.Error as exc:
+            raise ProvisioningError(f"{path}:{line}: {_pg_message(exc)}") from None
+    raise ProvisioningError(f"{path}: a batch of rows failed to load, but no single row did")
+
+
+_OWNED_SEQUENCES = """
+SELECT s.oid::regclass::text, t.oid::regclass::text, quote_ident(a.attname)
+FROM pg_class s
+JOIN pg_depend d ON d.objid = s.oid AND d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+JOIN pg_class t ON t.oid = d.refobjid
+JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid
+WHERE s.relkind = 'S' AND d.deptype IN ('a', 'i')
+"""
+
+
+def _advance_sequences(conn: psycopg.Connection) -> None:
+    """Leave serial/identity sequences past the loaded ids, as a dump would: rows loaded with
+    explicit ids leave them at 1, and a later INSERT would collide on the primary key."""
+    for seq, table, column in conn.execute(_OWNED_SEQUENCES).fetchall():
+        conn.execute(
+            f"SELECT setval(%s, COALESCE((SELECT max({column}) FROM {table}), 1), "  # type: ignore[call-overload]
+            f"(SELECT max({column}) FROM {table}) IS NOT NULL)",
+            (seq,),
+        )
+
+
+# --------------------------------------------------------------------------- sandbox role
+
+
+def _sandbox_user(
+    target: DatabaseTarget, admin: psycopg.Connection, can_create_roles: bool, grant: bool = False
+) -> tuple[str, str | None]:
+    """The role agent SQL runs as: a non-superuser login role that owns the database's objects,
+    so management tasks can change them inside a transaction that is always rolled back."""
+    fallback = target.admin.username or "postgres"
+    if not can_create_roles:
+        return fallback, (
+            f"the configured user cannot create roles: agent SQL runs as {fallback!r} (still read-only and rolled back)"
+        )
+    exists = admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SANDBOX_ROLE,)).fetchone()
+    if not exists:
+        try:
+            admin.execute(
+                sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION").format(
+                    sql.Identifier(SANDBOX_ROLE)
+                )
+            )
+        except psycopg.errors.DuplicateObject:
+            pass  # created by a concurrent run
+    if grant:
+        with psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15) as conn:
+            conn.execute(_GRANTS.replace("{role}", SANDBOX_ROLE).replace("{db}", _quote_ident(target.name)))  # type: ignore[call-overload]
+    try:
+        psycopg.connect(libpq_conninfo(target.url(user=SANDBOX_ROLE)), connect_timeout=15).close()
+    except psycopg.Error:
+        return fallback, (
+            f"the sandbox role {SANDBOX_ROLE!r} cannot log in (server authentication); agent SQL runs as {fallback!r}"
+        )
+    return SANDBOX_ROLE, None
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_GRANTS = """
+GRANT CONNECT, TEMPORARY ON DATABASE {db} TO {role};
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT nspname FROM pg_namespace
+           WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema' LOOP
+    EXECUTE format('GRANT USAGE, CREATE ON SCHEMA %I TO {role}', r.nspname);
+  END LOOP;
+  FOR r IN SELECT c.oid::regclass AS obj, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+             AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'
+             AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid
+                      AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i'))) LOOP
+    EXECUTE format('ALTER %s %s OWNER TO {role}',
+      CASE r.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE'
+                     WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, r.obj);
+  END LOOP;
+END $$;
+"""
+
+
+def _pg_message(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) if diag is not None else None
+    if primary:
+        return str(primary)
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

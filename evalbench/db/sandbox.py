@@ -1,0 +1,200 @@
+"""Sandboxed SQL execution: golden and agent SQL alike.
+
+Every execution runs in its own transaction that is always rolled back, as the non-superuser
+sandbox role, with a statement timeout re-armed before every statement, a row cap (rows are
+fetched through a server-side cursor, ``cap + 1`` at most, to detect truncation), and only the
+statement kinds allowed in its mode: ``read`` (queries; the transaction is READ ONLY after
+``preprocess_sql``) or ``write`` (data and schema changes of management tasks). Statements go
+through the extended query protocol one at a time, which refuses a string of several commands.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import psycopg
+from sqlalchemy.pool import QueuePool
+
+from evalbench.db.statements import CURSOR_KEYWORDS, READ_KEYWORDS, WRITE_KEYWORDS, first_keyword, split_statements
+from evalbench.ratelimit import RateLimiter
+
+ErrorKind = Literal["sql", "timeout", "forbidden", "connection", "preprocess"]
+Mode = Literal["read", "write"]
+
+
+@dataclass
+class ExecutionResult:
+    """The outcome of running SQL. ``rows`` hold at most ``max_rows`` tuples."""
+
+    columns: list[str] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    truncated: bool = False
+    elapsed_s: float = 0.0
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    statements: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+
+class Sandbox:
+    """Runs SQL against one database through a small connection pool."""
+
+    _cursor_names = itertools.count()
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        pool_size: int,
+        statement_timeout_s: float,
+        max_rows: int,
+        executions_per_minute: int | None = None,
+        connect_timeout_s: float = 15.0,
+    ) -> None:
+        self.statement_timeout_ms = max(1, int(statement_timeout_s * 1000))
+        self.max_rows = max_rows
+        self._limiter = RateLimiter(executions_per_minute, burst=pool_size) if executions_per_minute else None
+        self._pool = QueuePool(
+            lambda: psycopg.connect(conninfo, autocommit=True, connect_timeout=int(connect_timeout_s)),
+            pool_size=pool_size,
+            max_overflow=0,
+            timeout=max(60.0, statement_timeout_s * 4),
+            reset_on_return=None,  # every execution ends with its own ROLLBACK
+        )
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._pool.dispose()
+
+    def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = ()) -> ExecutionResult:
+        """Run ``sql`` (one text or several, each possibly holding several statements) after the
+        trusted ``preprocess`` SQL, and return the result of the last statement."""
+        texts = [sql] if isinstance(sql, str) else list(sql)
+        statements = [s for text in texts for s in split_statements(text)]
+        result = ExecutionResult(statements=len(statements))
+        allowed = READ_KEYWORDS if mode == "read" else WRITE_KEYWORDS
+        for statement in statements:
+            keyword = first_keyword(statement)
+            if keyword not in allowed:
+                result.error = f"{keyword or 'this'} statements are not allowed here ({mode}-only execution)"
+                result.error_kind = "forbidden"
+                return result
+        if not statements:
+            result.error, result.error_kind = "no SQL statement to run", "sql"
+            return result
+        if self._limiter:
+            self._limiter.acquire()
+        started = time.perf_counter()
+        try:
+            fairy = self._pool.connect()
+        except Exception as exc:  # pool timeout or connection failure
+            result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
+            result.elapsed_s = time.perf_counter() - started
+            return result
+        conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
+        healthy = True
+        cursors: list[Any] = []
+        try:
+            self._run(conn, statements, mode, preprocess, result, cursors)
+        except psycopg.OperationalError as exc:
+            if not isinstance(exc, psycopg.errors.QueryCanceled):
+                healthy = False
+                result.error, result.error_kind = _message(exc), "connection"
+        finally:
+            if healthy:
+                try:
+                    conn.execute("ROLLBACK; RESET ALL")  # undo session-level set_config() too
+                except psycopg.Error:
+                    healthy = False
+            for cursor in cursors:
+                cursor.close()  # after ROLLBACK: no round trip, the portal is gone
+            if healthy:
+                fairy.close()
+            else:
+                fairy.invalidate()
+        result.elapsed_s = time.perf_counter() - started
+        return result
+
+    def _run(
+        self,
+        conn: psycopg.Connection,
+        statements: list[str],
+        mode: Mode,
+        preprocess: Sequence[str],
+        result: ExecutionResult,
+        cursors: list[Any],
+    ) -> None:
+        timeout = f"SET LOCAL statement_timeout = {self.statement_timeout_ms}"
+        read_only = mode == "read"
+        conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN; ") + timeout)  # type: ignore[call-overload]
+        for text in preprocess:
+            try:
+                conn.execute(text)  # type: ignore[call-overload]  # trusted dataset SQL
+            except psycopg.errors.QueryCanceled as exc:
+                result.error, result.error_kind = f"preprocess_sql timed out: {_message(exc)}", "preprocess"
+                return
+            except psycopg.Error as exc:
+                if isinstance(exc, psycopg.OperationalError) and conn.closed:
+                    raise
+                result.error, result.error_kind = f"preprocess_sql failed: {_message(exc)}", "preprocess"
+                return
+        if read_only and preprocess:
+            conn.execute("SET TRANSACTION READ ONLY")
+        for index, statement in enumerate(statements):
+            last = index == len(statements) - 1
+            if index:
+                conn.execute(timeout)  # type: ignore[call-overload]  # re-arm: a statement may have changed it
+            try:
+                if last:
+                    self._fetch(conn, statement, result, cursors)
+                else:
+                    conn.execute(statement, binary=True)  # type: ignore[call-overload]  # extended protocol: one command
+            except psycopg.errors.QueryCanceled as exc:
+                result.error, result.error_kind = _message(exc), "timeout"
+                result.columns, result.rows = [], []
+                return
+            except psycopg.Error as exc:
+                if isinstance(exc, psycopg.OperationalError) and conn.closed:
+                    raise
+                result.error, result.error_kind = _message(exc), "sql"
+                result.columns, result.rows = [], []
+                return
+
+    def _fetch(self, conn: psycopg.Connection, statement: str, result: ExecutionResult, cursors: list[Any]) -> None:
+        if first_keyword(statement) in CURSOR_KEYWORDS:
+            cursor: Any = conn.cursor(name=f"evalbench_{next(self._cursor_names)}")
+            cursors.append(cursor)
+            cursor.execute(statement)  # DECLARE ... CURSOR FOR: extended protocol
+        else:
+            cursor = conn.cursor()
+            cursors.append(cursor)
+            cursor.execute(statement, binary=True)  # type: ignore[call-overload]
+        if cursor.description is None:
+            return
+        result.columns = [c.name for c in cursor.description]
+        rows = cursor.fetchmany(self.max_rows + 1)
+        if len(rows) > self.max_rows:
+            rows = rows[: self.max_rows]
+            result.truncated = True
+        result.rows = [tuple(r) for r in rows]
+
+
+def _message(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) if diag is not None else None
+    if primary:
+        return str(primary)
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,41 @@
+"""Error types that reach the user: each names where the problem is and what was expected."""
+
+from __future__ import annotations
+
+
+class EvalbenchError(Exception):
+    """Base class for errors reported to the user without a traceback."""
+
+    exit_code = 1
+
+
+class ConfigError(EvalbenchError):
+    """A configuration file is invalid. The message names file, line and key path."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
+        self.file, self.line, self.key = file, line, key
+        where = file or "<config>"
+        if line is not None:
+            where += f":{line}"
+        if key:
+            where += f": {key}"
+        super().__init__(f"{where}: {message}")
+
+
+class DatasetError(EvalbenchError):
+    """A dataset file (or one record of it) is invalid."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, file: str, line: int | None = None):
+        self.file, self.line = file, line
+        where = f"{file}:{line}" if line is not None else file
+        super().__init__(f"{where}: {message}")
+
+
+class ProvisioningError(EvalbenchError):
+    """Setting up a database from its setup directory failed."""
+
+    exit_code = 3

@@ -1,0 +1,266 @@
+"""The batch: split items by (dialect, database), provision each database, feed the shared
+stage pools, journal every conversation, and write the reports at the end."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from evalbench import __version__
+from evalbench.agents import build_agent
+from evalbench.config import RunConfig
+from evalbench.conversation import Conversation, Outcome, Stage, conversation_seed, fail
+from evalbench.dataset import Dataset, RecordError
+from evalbench.dataset.loader import Group
+from evalbench.db.provision import ProvisionReport, find_setup, provision
+from evalbench.db.sandbox import Sandbox
+from evalbench.db.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
+from evalbench.errors import ConfigError, DatasetError, EvalbenchError
+from evalbench.results.rundir import RunWriter
+from evalbench.scheduler import Scheduler
+from evalbench.scoring import build_scorers
+from evalbench.stages import Parts, StageWork, new_conversation
+from evalbench.vuser import build_vuser
+
+log = logging.getLogger(__name__)
+
+MAX_PARALLEL_GROUPS = 4
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    summary: dict[str, Any]
+    record_errors: list[RecordError] = field(default_factory=list)
+    cancelled: bool = False
+
+
+def make_run_id(config: RunConfig) -> str:
+    stem = config.source.stem if config.source else "run"
+    return f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}-{secrets.token_hex(2)}"
+
+
+def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: TextIO | None = None) -> RunResult:
+    """Run the evaluation described by ``config`` and write its run directory."""
+    out = out or sys.stdout
+    started = time.monotonic()
+    dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
+    scan = dataset.scan()
+    for error in scan.errors[:20]:
+        log.warning("dataset record skipped: %s", error)
+    if len(scan.errors) > 20:
+        log.warning("... and %d more dataset record errors (all listed in summary.json)", len(scan.errors) - 20)
+    if scan.errors and strict:
+        raise DatasetError(f"{len(scan.errors)} invalid record(s) (--strict); first: {scan.errors[0]}", file=str(dataset.path))
+    if scan.total == 0:
+        raise DatasetError(
+            f"no items to run for dialects {config.dialects}" + (f" and query_types {config.query_types}" if config.query_types else ""),
+            file=str(dataset.path),
+        )
+
+    try:
+        agent = build_agent(config.agent, config.seed)
+        vuser = build_vuser(config.vuser, config.seed)
+        scorers = build_scorers(config.scorers)
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(str(exc), file=str(config.source) if config.source else None) from None
+
+    run_id = config.run_id or make_run_id(config)
+    run_dir = config.reporting.csv.output_directory / run_id
+    if (run_dir / "conversations.jsonl").exists():
+        raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id")
+    writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows,
+                       metric_scorers={s.name for s in scorers if s.is_metric})
+    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser.describe())
+    writer.write_manifest(manifest)
+
+    bars = _progress_bars(scan.groups, progress)
+    bars_lock = threading.Lock()
+
+    def on_complete(conv: Conversation) -> None:
+        writer.record(conv)
+        with bars_lock:
+            bars[(conv.item.dialect, conv.item.database)].update(1)
+
+    runners = config.runners
+    scheduler = Scheduler(
+        {
+            Stage.PROMPT: runners.promptgen_runners,
+            Stage.GENERATE: runners.sqlgen_runners,
+            Stage.VUSER: runners.vuser_runners,
+            Stage.EXECUTE: runners.sqlexec_runners,
+            Stage.SCORE: runners.scoring_runners,
+        },
+        config.max_in_flight,
+        on_complete,
+    )
+    sandboxes: list[Sandbox] = []
+    reports: dict[str, dict[str, Any]] = {}
+
+    def evaluate_group(group: Group) -> None:
+        dialect, database = group
+        key = f"{dialect}/{database}"
+        try:
+            report = _provision(config, dialect, database)
+        except EvalbenchError as exc:
+            log.error("%s: %s", key, exc)
+            reports[key] = {"error": str(exc)}
+            _record_unrunnable(config, dataset, group, str(exc), StageWork(Parts(agent, vuser, None, scorers)), on_complete)  # type: ignore[arg-type]
+            return
+        reports[key] = {"action": report.action, "checksum": report.checksum, "sandbox_user": report.sandbox_user,
+                        "tables_loaded": report.tables_loaded, "rows_loaded": report.rows_loaded, "warning": report.warning}
+        if report.warning:
+            log.warning("%s: %s", key, report.warning)
+        db_config = config.database_for(dialect, database)
+        target = resolve_target(db_config, config.embedded.data_dir)
+        url = target.url(user=SANDBOX_ROLE) if report.sandbox_user == SANDBOX_ROLE else target.url()
+        sandbox = Sandbox(
+            libpq_conninfo(url),
+            pool_size=runners.sqlexec_runners,
+            statement_timeout_s=db_config.statement_timeout_s or config.execution.statement_timeout_s,
+            max_rows=db_config.max_rows or config.execution.max_rows,
+            executions_per_minute=db_config.max_executions_per_minute,
+        )
+        sandboxes.append(sandbox)
+        work = StageWork(Parts(agent, vuser, sandbox, scorers))
+        for item in dataset.items(group):
+            conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
+                                    patience=_patience(config), timeout_s=config.conversation_timeout_s)
+            if not scheduler.admit(conv, work):
+                break
+
+    cancelled = False
+    groups = sorted(scan.groups)
+    try:
+        with ThreadPoolExecutor(max_workers=min(len(groups), MAX_PARALLEL_GROUPS), thread_name_prefix="evalbench-group") as pool:
+            futures = [pool.submit(evaluate_group, group) for group in groups]
+            for future in futures:
+                while not future.done():
+                    time.sleep(0.05)  # keep the main thread responsive to Ctrl-C
+                future.result()
+        scheduler.wait()
+    except KeyboardInterrupt:
+        cancelled = True
+        log.warning("cancelling: in-flight conversations are recorded as cancelled")
+        scheduler.cancel()
+        scheduler.wait()
+    finally:
+        scheduler.shutdown()
+        for sandbox in sandboxes:
+            sandbox.close()
+        agent.close()
+        for bar in bars.values():
+            bar.close()
+    if scheduler.failure is not None:
+        writer.close()
+        raise EvalbenchError(f"the run stopped: {scheduler.failure}")
+
+    elapsed = time.monotonic() - started
+    total = writer.summary.total
+    summary = writer.finish(
+        elapsed_s=round(elapsed, 3),
+        conversations_per_s=round(total / elapsed, 2) if elapsed > 0 else None,
+        dataset={"path": str(dataset.path), "format": scan.format, "items": scan.total,
+                 "record_errors": len(scan.errors), "filtered_out": scan.filtered_out},
+        record_errors=[str(e) for e in scan.errors[:1000]],
+        databases=reports,
+        cancelled=cancelled,
+    )
+    writer.close()
+    manifest["databases"] = reports
+    manifest["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    writer.write_manifest(manifest)
+    return RunResult(run_id, run_dir, summary, scan.errors, cancelled)
+
+
+def _patience(config: RunConfig) -> int:
+    return getattr(config.vuser, "patience", 3)
+
+
+def _provision(config: RunConfig, dialect: str, database: str) -> ProvisionReport:
+    db_config = config.database_for(dialect, database)
+    target = resolve_target(db_config, config.embedded.data_dir)
+    setup = find_setup(config.setup_directory, database, dialect)
+    return provision(target, setup)
+
+
+def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any) -> None:
+    """A group whose database cannot be set up: every item is still recorded (as db_error)."""
+    for item in dataset.items(group):
+        conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
+                                patience=_patience(config), timeout_s=config.conversation_timeout_s)
+        stage = fail(conv, Outcome.DB_ERROR, f"database setup failed: {error}")
+        while stage is not Stage.COMPLETE:
+            stage = work.run(stage, conv)
+        on_complete(conv)
+
+
+def _progress_bars(groups: Any, enabled: bool) -> dict[Group, Any]:
+    from tqdm import tqdm
+
+    return {
+        group: tqdm(total=count, desc=f"{group[0]}/{group[1]}", unit="conv", position=i, leave=True, disable=not enabled,
+                    dynamic_ncols=True)
+        for i, (group, count) in enumerate(sorted(groups.items()))
+    }
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _git_sha() -> str | None:
+    try:
+        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None if result.returncode == 0 else None
+
+
+def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any]) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    packages = {}
+    for name in ("sqlglot", "psycopg", "sqlalchemy", "pydantic", "pgserver", "google-genai", "httpx"):
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            packages[name] = None
+    return {
+        "schema_version": 1,
+        "run_id": run_id,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "evalbench_version": __version__,
+        "git_sha": _git_sha(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": packages,
+        "command": [os.path.basename(sys.argv[0])] + sys.argv[1:],
+        "config_file": str(config.source) if config.source else None,
+        "config": config.snapshot(),
+        "config_fingerprint": config.fingerprint(),
+        "seed": config.seed,
+        "dataset": {"path": str(dataset.path), "sha256": _file_sha256(dataset.path), "format": scan.format,
+                    "items": scan.total, "groups": {f"{d}/{n}": c for (d, n), c in sorted(scan.groups.items())},
+                    "record_errors": len(scan.errors)},
+        "agent": agent,
+        "vuser": vuser,
+        "scorers": list(config.scorers),
+    }

@@ -1,0 +1,47 @@
+"""The summary table printed at the end of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def _pct(rate: float | None) -> str:
+    return "—" if rate is None else f"{100 * rate:.1f}%"
+
+
+def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
+    total = summary["total_items"]
+    dataset = summary.get("dataset", {})
+    errors = dataset.get("record_errors", 0)
+    rate = summary.get("conversations_per_s")
+    print(file=out)
+    print(f"Run {summary['run_id']}: {total} conversations in {summary.get('elapsed_s', 0):.1f} s"
+          + (f" ({rate:.0f}/s)" if rate else ""), file=out)
+    if errors:
+        print(f"  {errors} dataset record(s) could not be loaded and were not run (see summary.json: record_errors)", file=out)
+    rows = [("scorer", "phase", "score", "passed/applicable", "n/a")]
+    for name, phases in summary["scorers"].items():
+        for phase, tally in phases.items():
+            if "rate" in tally:
+                rows.append((name, phase, _pct(tally["rate"]), f"{tally['passed']}/{tally['applicable']}", str(tally["not_applicable"])))
+            else:
+                mean = tally["mean"]
+                rows.append((name, phase, "—" if mean is None else f"mean {mean:.2f}", f"{tally['applicable']}", str(tally["not_applicable"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        print("  " + "  ".join(cell.ljust(w) if j < 2 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths))), file=out)
+        if i == 0:
+            print("  " + "  ".join("-" * w for w in widths), file=out)
+    outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items() if v)
+    print(f"  outcomes: {outcomes}", file=out)
+    conv = summary.get("conversation", {})
+    if conv:
+        print(f"  turns: {conv.get('turns')} (mean {conv.get('mean_turns')}), clarifications: {conv.get('clarifications')}, "
+              f"follow-up phases: {conv.get('follow_up_phases')}", file=out)
+    for key, info in (summary.get("databases") or {}).items():
+        if info.get("error"):
+            print(f"  database {key}: setup FAILED: {info['error']}", file=out)
+        elif info.get("warning"):
+            print(f"  database {key}: {info['warning']}", file=out)
+    print(f"  results: {run_dir}/", file=out)

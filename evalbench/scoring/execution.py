@@ -1,0 +1,72 @@
+"""Execution-based scorers: ``exec_match`` and ``executable``."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import sqlglot
+from sqlglot import expressions as exp
+
+from evalbench.conversation import Conversation, PhaseRecord
+from evalbench.scoring import SCORERS, Score
+from evalbench.scoring.compare import compare
+
+
+@lru_cache(maxsize=1024)
+def golden_is_ordered(sql: str) -> bool:
+    """Whether the outermost query of ``sql`` has an ORDER BY (EvalBench items carry no
+    ``conditions``; there, order matters exactly when the golden SQL sorts)."""
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read="postgres")
+    except sqlglot.errors.SqlglotError:
+        return False
+    return tree is not None and tree.args.get("order") is not None
+
+
+@SCORERS.register("exec_match")
+class ExecMatch:
+    """The generated result equals a golden result (any of them) under the item's conditions."""
+
+    name = "exec_match"
+    is_metric = False
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        if options:
+            raise ValueError(f"exec_match takes no options, got {sorted(options)}")
+
+    def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
+        if not phase.is_query:
+            return Score.not_applicable("management task: needs the test_cases scorer (not available yet)")
+        if phase.outcome is not None:
+            return Score(0.0, False, detail=f"no answer to score: {phase.outcome.value}")
+        if phase.generated is None:
+            return Score(0.0, False, detail="the agent returned no SQL")
+        reasons = []
+        for sql, golden in zip(phase.golden_sql, phase.golden):
+            ordered = phase.conditions.order if phase.conditions_explicit else golden_is_ordered(sql)
+            verdict = compare(phase.generated, golden, phase.conditions, ordered)
+            if verdict.match:
+                return Score(1.0, True, detail=verdict.reason, flags=verdict.flags)
+            reasons.append(verdict)
+        first = reasons[0] if reasons else None
+        return Score(0.0, False, detail=first.reason if first else "no golden result", flags=first.flags if first else ())
+
+
+@SCORERS.register("executable")
+class Executable:
+    """The agent returned SQL and it ran without error (errors never count as executable)."""
+
+    name = "executable"
+    is_metric = False
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        pass
+
+    def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
+        generated = phase.generated
+        if generated is None:
+            return Score(0.0, False, detail="no SQL was executed")
+        if generated.error is not None:
+            return Score(0.0, False, detail=f"{generated.error_kind}: {generated.error}")
+        return Score(1.0, True, detail=f"{generated.row_count} rows")

@@ -1,0 +1,23 @@
+"""Conversation metrics (values, not pass/fail)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalbench.conversation import Conversation, PhaseRecord
+from evalbench.scoring import SCORERS, Score
+
+
+@SCORERS.register("turn_count")
+class TurnCount:
+    """Turns the phase took: 1 when the agent answered at once, +1 per clarification round."""
+
+    name = "turn_count"
+    is_metric = True
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        pass
+
+    def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
+        turns = sum(1 for t in conversation.turns if t.phase is phase.phase)
+        return Score(float(turns), detail=f"{turns} turns, {phase.clarifications} clarifications")

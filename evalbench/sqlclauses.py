@@ -1,0 +1,45 @@
+"""Splitting SQL into clauses and identifiers with sqlglot (for the virtual user and audits)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sqlglot
+from sqlglot import expressions as exp
+
+_CLAUSES = ("with", "from", "joins", "where", "group", "having", "order", "limit")
+
+
+@lru_cache(maxsize=256)
+def _parse(sql: str) -> exp.Expression | None:
+    try:
+        return sqlglot.parse_one(sql.strip().rstrip(";"), read="postgres")
+    except sqlglot.errors.SqlglotError:
+        return None
+
+
+def golden_clauses(sql: str) -> list[str]:
+    """The top-level clauses of ``sql`` as SQL text: each projection, FROM, each JOIN, WHERE, ..."""
+    tree = _parse(sql)
+    if tree is None:
+        return [sql]
+    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    if select is None:
+        return [tree.sql(dialect="postgres")]
+    clauses = [e.sql(dialect="postgres") for e in select.expressions]
+    for key in _CLAUSES:
+        value = select.args.get(key)
+        if value is None:
+            continue
+        for part in value if isinstance(value, list) else [value]:
+            clauses.append(part.sql(dialect="postgres"))
+    return clauses
+
+
+def identifiers(sql: str) -> list[str]:
+    """Column and table names used in ``sql``, longest first, without duplicates."""
+    tree = _parse(sql)
+    if tree is None:
+        return []
+    names = {c.name for c in tree.find_all(exp.Column) if c.name} | {t.name for t in tree.find_all(exp.Table) if t.name}
+    return sorted(names, key=lambda n: (-len(n), n))

@@ -1,0 +1,151 @@
+"""The work of each stage: the I/O around the pure transitions of :mod:`evalbench.conversation`.
+
+:class:`StageWork` holds the parts one conversation needs (agent, virtual user, sandbox, scorers)
+and runs one stage at a time. The pooled scheduler and the sequential :func:`run_conversation`
+drive the very same code.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from evalbench.agents import Agent
+from evalbench.conversation import (
+    AgentReply,
+    Conversation,
+    Outcome,
+    ReplyKind,
+    Stage,
+    VUserReply,
+    after_execute,
+    after_generate,
+    after_prompt,
+    after_score,
+    after_vuser,
+    fail,
+    next_user_message,
+    start,
+)
+from evalbench.dataset import Item
+from evalbench.db.sandbox import Sandbox
+from evalbench.scoring import Score, Scorer
+from evalbench.vuser import VirtualUser
+
+log = logging.getLogger(__name__)
+
+# Who is to blame when a stage raises unexpectedly.
+_STAGE_FAILURE = {
+    Stage.PROMPT: Outcome.AGENT_ERROR,
+    Stage.GENERATE: Outcome.AGENT_ERROR,
+    Stage.VUSER: Outcome.VUSER_ERROR,
+    Stage.EXECUTE: Outcome.DB_ERROR,
+    Stage.SCORE: Outcome.SCORED,
+}
+
+
+@dataclass
+class Parts:
+    agent: Agent
+    vuser: VirtualUser
+    sandbox: Sandbox
+    scorers: list[Scorer]
+
+
+def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, timeout_s: float) -> Conversation:
+    conv = Conversation(item=item, seed=seed, max_turns=max_turns, patience=patience, deadline=time.monotonic() + timeout_s)
+    start(conv)
+    return conv
+
+
+class StageWork:
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+
+    def run(self, stage: Stage, conv: Conversation) -> Stage:
+        """Do ``stage`` for ``conv`` and return the next stage. Never raises."""
+        try:
+            if stage is Stage.PROMPT:
+                text, role = next_user_message(conv)
+                return after_prompt(conv, text, role)
+            if stage is Stage.GENERATE:
+                return after_generate(conv, self._generate(conv))
+            if stage is Stage.VUSER:
+                return after_vuser(conv, self._vuser(conv))
+            if stage is Stage.EXECUTE:
+                self._execute(conv)
+                return after_execute(conv)
+            if stage is Stage.SCORE:
+                self._score(conv)
+                nxt = after_score(conv)
+                if nxt is Stage.COMPLETE:
+                    self.close_session(conv)
+                return nxt
+            raise ValueError(f"no work for stage {stage}")
+        except Exception as exc:  # a bug or an unexpected failure: recorded, never fatal to the run
+            log.warning("item %s: %s stage failed", conv.item.id, stage.value, exc_info=True)
+            nxt = fail(conv, _STAGE_FAILURE.get(stage, Outcome.AGENT_ERROR), f"{stage.value} failed: {type(exc).__name__}: {exc}")
+            if nxt is Stage.COMPLETE:
+                self.close_session(conv)
+            return nxt
+
+    def _generate(self, conv: Conversation) -> AgentReply:
+        agent = self.parts.agent
+        started = time.perf_counter()
+        try:
+            if conv.session is None:
+                conv.session = agent.open_session(conv)
+                conv.sessions_opened += 1
+            reply = conv.session.send(conv.last_turn.user_text)
+        except Exception as exc:
+            reply = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+            reply.latency_s = time.perf_counter() - started
+        if not agent.sticky:  # only to demonstrate agents that forget between turns
+            self.close_session(conv)
+        return reply
+
+    def _vuser(self, conv: Conversation) -> VUserReply:
+        reply = conv.last_turn.reply
+        question = reply.text if reply is not None else ""
+        try:
+            return self.parts.vuser.answer(conv, question)
+        except Exception as exc:
+            return VUserReply(action=None, text="", error=f"{type(exc).__name__}: {exc}")
+
+    def _execute(self, conv: Conversation) -> None:
+        phase = conv.phase
+        item = conv.item
+        mode = "read" if phase.is_query else "write"
+        sandbox = self.parts.sandbox
+        if phase.sql:
+            phase.generated = sandbox.execute(phase.sql, mode=mode, preprocess=item.preprocess_sql)
+        phase.golden = [sandbox.execute(sql, mode=mode, preprocess=item.preprocess_sql) for sql in phase.golden_sql]
+
+    def _score(self, conv: Conversation) -> None:
+        phase = conv.phase
+        for scorer in self.parts.scorers:
+            try:
+                phase.scores[scorer.name] = scorer.score(conv, phase)
+            except Exception as exc:
+                log.warning("item %s: scorer %s failed", conv.item.id, scorer.name, exc_info=True)
+                phase.scores[scorer.name] = Score(0.0, False if not scorer.is_metric else None, detail=f"scorer error: {exc}")
+
+    def close_session(self, conv: Conversation) -> None:
+        session, conv.session = conv.session, None
+        if session is not None:
+            try:
+                session.close()
+            except Exception:
+                log.warning("item %s: closing the agent session failed", conv.item.id, exc_info=True)
+
+
+def run_conversation(item: Item, parts: Parts, *, seed: int = 0, max_turns: int = 10, patience: int = 3,
+                     timeout_s: float = 600.0) -> Conversation:
+    """Run one conversation to COMPLETE in the calling thread (library use and tests)."""
+    conv = new_conversation(item, seed=seed, max_turns=max_turns, patience=patience, timeout_s=timeout_s)
+    work = StageWork(parts)
+    stage = conv.stage
+    while stage is not Stage.COMPLETE:
+        stage = work.run(stage, conv)
+    return conv

@@ -1,0 +1,33 @@
+"""Virtual users: they answer the agent's clarification questions from ground truth.
+
+``VirtualUser.answer(conversation, question) -> VUserReply``. The reply carries the encoded
+action (BIRD-Interact's ``labeled`` / ``unlabeled`` / ``unanswerable``), the decoded text, and an
+audit record.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from evalbench.registry import Registry
+
+if TYPE_CHECKING:
+    from evalbench.conversation import Conversation, VUserReply
+
+
+class VirtualUser(Protocol):
+    name: str
+
+    def answer(self, conversation: "Conversation", question: str) -> "VUserReply": ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+VUserFactory = Callable[[Any, int], VirtualUser]
+VUSERS: Registry[VUserFactory] = Registry("virtual user")
+
+
+def build_vuser(config: Any, run_seed: int) -> VirtualUser:
+    import evalbench.vuser.rules  # noqa: F401  (registers the offline virtual user)
+
+    return VUSERS.get(config.vuser)(config, run_seed)

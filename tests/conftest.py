@@ -1,0 +1,47 @@
+"""Shared fixtures: a private embedded PostgreSQL per test session, paths to test data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "datasets" / "demo"
+SHARED = ROOT.parent / "shared" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def pgdata(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory of our own, so tests never touch the user's cached databases."""
+    path = tmp_path_factory.mktemp("pg") / "pgdata"
+    os.environ["EVALBENCH_PGDATA"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def embedded_admin_url(pgdata: Path) -> str:
+    from evalbench.db.embedded import embedded_url
+
+    return embedded_url(pgdata)
+
+
+@pytest.fixture
+def demo_config_path() -> Path:
+    return ROOT / "configs" / "quickstart.yaml"
+
+
+def shared_dataset(name: str) -> Path:
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"../shared/datasets/{name} is not available")
+    return path
+
+
+@pytest.fixture
+def external_pg_url() -> str:
+    url = os.environ.get("EVALBENCH_TEST_PG_URL")
+    if not url:
+        pytest.skip("EVALBENCH_TEST_PG_URL is not set")
+    return url
