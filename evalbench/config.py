@@ -226,7 +226,7 @@ class RunConfig(StrictModel):
     execution: ExecutionConfig = ExecutionConfig()
     embedded: EmbeddedConfig = EmbeddedConfig()
     seed: int = 0
-    max_turns: int = Field(10, ge=1, description="hard cap on turns per conversation, all phases together")
+    max_turns: int = Field(30, ge=1, description="hard cap on turns per conversation, all phases together")
     max_in_flight: int = Field(64, ge=1, description="conversations in flight at once (bounds memory)")
     conversation_timeout_s: float = Field(600.0, gt=0)
     run_id: str | None = Field(None, description="name of the run directory (default: timestamp + config name)")

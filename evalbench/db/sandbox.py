@@ -19,7 +19,7 @@ from typing import Any, Literal, Sequence
 import psycopg
 from sqlalchemy.pool import QueuePool
 
-from evalbench.db.statements import CURSOR_KEYWORDS, READ_KEYWORDS, WRITE_KEYWORDS, first_keyword, split_statements
+from evalbench.db.statements import CURSOR_KEYWORDS, READ_KEYWORDS, WRITE_KEYWORDS, split_statements, statement_kind
 from evalbench.ratelimit import RateLimiter
 
 ErrorKind = Literal["sql", "timeout", "forbidden", "connection", "preprocess"]
@@ -85,10 +85,10 @@ class Sandbox:
         statements = [s for text in texts for s in split_statements(text)]
         result = ExecutionResult(statements=len(statements))
         allowed = READ_KEYWORDS if mode == "read" else WRITE_KEYWORDS
-        for statement in statements:
-            keyword = first_keyword(statement)
-            if keyword not in allowed:
-                result.error = f"{keyword or 'this'} statements are not allowed here ({mode}-only execution)"
+        kinds = [statement_kind(s) for s in statements]
+        for verb, _ in kinds:
+            if verb not in allowed:
+                result.error = f"{verb or 'this'} statements are not allowed here ({mode}-only execution)"
                 result.error_kind = "forbidden"
                 return result
         if not statements:
@@ -107,7 +107,7 @@ class Sandbox:
         healthy = True
         cursors: list[Any] = []
         try:
-            self._run(conn, statements, mode, preprocess, result, cursors)
+            self._run(conn, statements, kinds, mode, preprocess, result, cursors)
         except psycopg.OperationalError as exc:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 healthy = False
@@ -131,6 +131,7 @@ class Sandbox:
         self,
         conn: psycopg.Connection,
         statements: list[str],
+        kinds: list[tuple[str, bool]],
         mode: Mode,
         preprocess: Sequence[str],
         result: ExecutionResult,
@@ -158,7 +159,7 @@ class Sandbox:
                 conn.execute(timeout)  # type: ignore[call-overload]  # re-arm: a statement may have changed it
             try:
                 if last:
-                    self._fetch(conn, statement, result, cursors)
+                    self._fetch(conn, statement, kinds[index], result, cursors)
                 else:
                     conn.execute(statement, binary=True)  # type: ignore[call-overload]  # extended protocol: one command
             except psycopg.errors.QueryCanceled as exc:
@@ -172,8 +173,11 @@ class Sandbox:
                 result.columns, result.rows = [], []
                 return
 
-    def _fetch(self, conn: psycopg.Connection, statement: str, result: ExecutionResult, cursors: list[Any]) -> None:
-        if first_keyword(statement) in CURSOR_KEYWORDS:
+    def _fetch(
+        self, conn: psycopg.Connection, statement: str, kind: tuple[str, bool], result: ExecutionResult, cursors: list[Any]
+    ) -> None:
+        verb, modifies = kind
+        if verb in CURSOR_KEYWORDS and not modifies:
             cursor: Any = conn.cursor(name=f"evalbench_{next(self._cursor_names)}")
             cursors.append(cursor)
             cursor.execute(statement)  # DECLARE ... CURSOR FOR: extended protocol

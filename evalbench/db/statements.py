@@ -54,6 +54,40 @@ def split_statements(sql: str) -> list[str]:
     return statements
 
 
+_MAIN_VERBS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "VALUES", "TABLE"})
+_MODIFYING = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE"})
+
+
+def statement_kind(statement: str) -> tuple[str, bool]:
+    """(main verb, modifies data) of one statement.
+
+    The main verb of ``WITH ... UPDATE ...`` is UPDATE: the first verb at parenthesis depth 0
+    after the CTE definitions. ``modifies`` is True when a data-modifying verb appears anywhere
+    (a data-modifying CTE cannot run through a cursor). ``SELECT ... FOR UPDATE`` is a read.
+    """
+    try:
+        tokens = _tokenizer().tokenize(statement)
+    except TokenError:
+        word = first_keyword(statement)
+        return word, word in _MODIFYING
+    if not tokens:
+        return "", False
+    first = "(" if tokens[0].token_type == TokenType.L_PAREN else tokens[0].text.upper()
+    words = [t.text.upper() for t in tokens]
+    modifies = any(w in _MODIFYING and (i == 0 or words[i - 1] != "FOR") for i, w in enumerate(words))
+    if first != "WITH":
+        return first, modifies
+    depth = 0
+    for token, word in zip(tokens[1:], words[1:]):
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and word in _MAIN_VERBS:
+            return word, modifies
+    return "WITH", modifies
+
+
 def first_keyword(statement: str) -> str:
     """The statement's first keyword, upper-cased ('' for an empty statement)."""
     try:
