@@ -2,7 +2,7 @@
 
 Every execution runs in its own transaction that is always rolled back, as the non-superuser
 sandbox role, with a statement timeout re-armed before every statement, a row cap (rows are
-fetched through a server-side cursor, ``cap + 1`` at most, to detect truncation), and only the
+streamed and the query cancelled after ``cap + 1``, to detect truncation), and only the
 statement kinds allowed in its mode: ``read`` (queries; the transaction is READ ONLY after
 ``preprocess_sql``) or ``write`` (data and schema changes of management tasks). Statements go
 through the extended query protocol one at a time, which refuses a string of several commands.
@@ -10,7 +10,6 @@ through the extended query protocol one at a time, which refuses a string of sev
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from typing import Any, Literal, Sequence
 import psycopg
 from sqlalchemy.pool import QueuePool
 
-from evalbench.db.statements import CURSOR_KEYWORDS, READ_KEYWORDS, WRITE_KEYWORDS, split_statements, statement_kind
+from evalbench.db.statements import READ_KEYWORDS, STREAM_KEYWORDS, WRITE_KEYWORDS, split_statements, statement_kind
 from evalbench.ratelimit import RateLimiter
 
 ErrorKind = Literal["sql", "timeout", "forbidden", "connection", "preprocess"]
@@ -50,8 +49,6 @@ class ExecutionResult:
 class Sandbox:
     """Runs SQL against one database through a small connection pool."""
 
-    _cursor_names = itertools.count()
-
     def __init__(
         self,
         conninfo: str,
@@ -64,6 +61,7 @@ class Sandbox:
     ) -> None:
         self.statement_timeout_ms = max(1, int(statement_timeout_s * 1000))
         self.max_rows = max_rows
+        self._chunk = min(max_rows + 1, 1000)
         self._limiter = RateLimiter(executions_per_minute, burst=pool_size) if executions_per_minute else None
         self._pool = QueuePool(
             lambda: psycopg.connect(conninfo, autocommit=True, connect_timeout=int(connect_timeout_s)),
@@ -85,8 +83,8 @@ class Sandbox:
         statements = [s for text in texts for s in split_statements(text)]
         result = ExecutionResult(statements=len(statements))
         allowed = READ_KEYWORDS if mode == "read" else WRITE_KEYWORDS
-        kinds = [statement_kind(s) for s in statements]
-        for verb, _ in kinds:
+        for statement in statements:
+            verb, _ = statement_kind(statement)
             if verb not in allowed:
                 result.error = f"{verb or 'this'} statements are not allowed here ({mode}-only execution)"
                 result.error_kind = "forbidden"
@@ -105,9 +103,8 @@ class Sandbox:
             return result
         conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
         healthy = True
-        cursors: list[Any] = []
         try:
-            self._run(conn, statements, kinds, mode, preprocess, result, cursors)
+            self._run(conn, statements, mode, preprocess, result)
         except psycopg.OperationalError as exc:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 healthy = False
@@ -115,11 +112,9 @@ class Sandbox:
         finally:
             if healthy:
                 try:
-                    conn.execute("ROLLBACK; RESET ALL")  # undo session-level set_config() too
+                    conn.execute("ROLLBACK")  # also undoes session-level SET / set_config() made inside
                 except psycopg.Error:
                     healthy = False
-            for cursor in cursors:
-                cursor.close()  # after ROLLBACK: no round trip, the portal is gone
             if healthy:
                 fairy.close()
             else:
@@ -131,11 +126,9 @@ class Sandbox:
         self,
         conn: psycopg.Connection,
         statements: list[str],
-        kinds: list[tuple[str, bool]],
         mode: Mode,
         preprocess: Sequence[str],
         result: ExecutionResult,
-        cursors: list[Any],
     ) -> None:
         timeout = f"SET LOCAL statement_timeout = {self.statement_timeout_ms}"
         read_only = mode == "read"
@@ -159,7 +152,7 @@ class Sandbox:
                 conn.execute(timeout)  # type: ignore[call-overload]  # re-arm: a statement may have changed it
             try:
                 if last:
-                    self._fetch(conn, statement, kinds[index], result, cursors)
+                    self._fetch(conn, statement, result)
                 else:
                     conn.execute(statement, binary=True)  # type: ignore[call-overload]  # extended protocol: one command
             except psycopg.errors.QueryCanceled as exc:
@@ -173,25 +166,33 @@ class Sandbox:
                 result.columns, result.rows = [], []
                 return
 
-    def _fetch(
-        self, conn: psycopg.Connection, statement: str, kind: tuple[str, bool], result: ExecutionResult, cursors: list[Any]
-    ) -> None:
-        verb, modifies = kind
-        if verb in CURSOR_KEYWORDS and not modifies:
-            cursor: Any = conn.cursor(name=f"evalbench_{next(self._cursor_names)}")
-            cursors.append(cursor)
-            cursor.execute(statement)  # DECLARE ... CURSOR FOR: extended protocol
-        else:
-            cursor = conn.cursor()
-            cursors.append(cursor)
-            cursor.execute(statement, binary=True)  # type: ignore[call-overload]
-        if cursor.description is None:
-            return
-        result.columns = [c.name for c in cursor.description]
-        rows = cursor.fetchmany(self.max_rows + 1)
-        if len(rows) > self.max_rows:
-            rows = rows[: self.max_rows]
-            result.truncated = True
+    def _fetch(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> None:
+        """Queries are streamed (extended protocol, chunked) and stopped at ``max_rows + 1``: the
+        rest of a larger result is cancelled on the server instead of being transferred."""
+        verb, modifies = statement_kind(statement)
+        cursor = conn.cursor()
+        try:
+            if verb in STREAM_KEYWORDS and not modifies:
+                rows: list[tuple[Any, ...]] = []
+                stream = cursor.stream(statement, size=self._chunk)  # type: ignore[call-overload]
+                try:
+                    for row in stream:
+                        if len(rows) == self.max_rows:
+                            result.truncated = True
+                            break
+                        rows.append(row)
+                    description = cursor.description
+                finally:
+                    stream.close()  # cancels the query if rows are left
+            else:
+                cursor.execute(statement, binary=True)  # type: ignore[call-overload]  # extended protocol
+                description = cursor.description
+                rows = cursor.fetchmany(self.max_rows + 1) if description is not None else []
+                if len(rows) > self.max_rows:
+                    rows, result.truncated = rows[: self.max_rows], True
+        finally:
+            cursor.close()
+        result.columns = [c.name for c in description] if description is not None else []
         result.rows = [tuple(r) for r in rows]
 
 
