@@ -28,7 +28,7 @@ def embedded_admin_url(pgdata: Path) -> str:
 
 
 @pytest.fixture
-def demo_config_path() -> Path:
+def demo_config_path() -> Path:  # noqa: D103
     return ROOT / "configs" / "quickstart.yaml"
 
 
@@ -45,3 +45,18 @@ def external_pg_url() -> str:
     if not url:
         pytest.skip("EVALBENCH_TEST_PG_URL is not set")
     return url
+
+
+@pytest.fixture(scope="session")
+def demo_sandbox(pgdata: Path):
+    """The demo database provisioned in the private embedded server, behind a sandbox."""
+    from evalbench.config import DatabaseConfig
+    from evalbench.db.provision import find_setup, provision
+    from evalbench.db.sandbox import Sandbox
+    from evalbench.db.target import libpq_conninfo, resolve_target
+
+    target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
+    report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
+    sandbox = Sandbox(libpq_conninfo(target.url(user=report.sandbox_user)), pool_size=4, statement_timeout_s=5, max_rows=1000)
+    yield sandbox
+    sandbox.close()

@@ -1,0 +1,33 @@
+"""The command line: help is instant because heavy modules are imported lazily."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("sqlglot", "pandas", "google", "sqlalchemy", "psycopg", "pydantic", "httpx", "pgserver")
+
+
+def test_help_imports_no_heavy_module():
+    code = (
+        "import sys, contextlib, io\n"
+        "from evalbench.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_help_lists_commands_with_an_example():
+    out = subprocess.run([sys.executable, "-m", "evalbench", "run", "--help"], capture_output=True, text=True, check=True)
+    assert "--config" in out.stdout and "example:" in out.stdout
+
+
+def test_no_command_prints_help():
+    out = subprocess.run([sys.executable, "-m", "evalbench"], capture_output=True, text=True, check=True)
+    assert "run" in out.stdout and "examples:" in out.stdout

@@ -1,0 +1,248 @@
+"""The result-comparison rules shared by every execution-based scorer (evalbench/scoring/compare.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalbench.dataset import Conditions
+from evalbench.db.sandbox import ExecutionResult
+from evalbench.scoring.compare import Verdict, compare, normalise_value
+from evalbench.scoring.execution import golden_is_ordered
+
+PLAIN = Conditions()
+DISTINCT = Conditions(distinct=True)
+
+
+def result(rows: list[tuple[Any, ...]], columns: list[str] | None = None, **kw: Any) -> ExecutionResult:
+    if columns is None:
+        width = len(rows[0]) if rows else 1
+        columns = [f"c{i}" for i in range(width)]
+    return ExecutionResult(columns=columns, rows=rows, **kw)
+
+
+def col(*values: Any) -> list[tuple[Any, ...]]:
+    """One-column rows."""
+    return [(v,) for v in values]
+
+
+D = Decimal
+TS = dt.datetime(2024, 3, 1, 12, 30, 5)
+BOUNDARY = 1.000000005  # at 9 significant digits, this float and the next one round differently
+
+# (id, generated, golden, conditions, ordered, match, flags)
+CASES: list[tuple[str, ExecutionResult | None, ExecutionResult, Conditions, bool, bool, tuple[str, ...]]] = [
+    # order
+    ("same-order-unordered", result(col(1, 2, 3)), result(col(1, 2, 3)), PLAIN, False, True, ()),
+    ("permuted-unordered", result(col(3, 1, 2)), result(col(1, 2, 3)), PLAIN, False, True, ()),
+    ("permuted-ordered", result(col(3, 1, 2)), result(col(1, 2, 3)), PLAIN, True, False, ("order_only",)),
+    ("same-order-ordered", result(col(1, 2, 3)), result(col(1, 2, 3)), PLAIN, True, True, ()),
+    ("ordered-different-values", result(col(1, 2, 4)), result(col(1, 2, 3)), PLAIN, True, False, ("values",)),
+    ("conditions-order-flag-alone-does-not-sort", result(col(2, 1)), result(col(1, 2)), Conditions(order=True), False, True, ()),
+    # multiset vs set
+    ("multiset-extra-duplicate", result(col(1, 1, 2)), result(col(1, 2)), PLAIN, False, False, ("row_count",)),
+    ("multiset-different-multiplicity", result(col(1, 1, 2)), result(col(1, 2, 2)), PLAIN, False, False, ("values",)),
+    ("set-extra-duplicate", result(col(1, 1, 2)), result(col(1, 2)), DISTINCT, False, True, ()),
+    ("set-different-multiplicity", result(col(1, 1, 2)), result(col(1, 2, 2)), DISTINCT, False, True, ()),
+    ("set-different-values", result(col(1, 3)), result(col(1, 2)), DISTINCT, False, False, ("values",)),
+    ("ordered-set-dedupes", result(col(1, 1, 2, 2)), result(col(1, 2)), Conditions(distinct=True), True, True, ()),
+    ("ordered-set-wrong-order", result(col(2, 1, 1)), result(col(1, 2)), Conditions(distinct=True), True, False, ("order_only",)),
+    # rounding
+    ("decimal-2-rounds", result(col(1.234)), result(col(1.23)), Conditions(decimal=2), False, True, ()),
+    ("no-decimal-exact", result(col(1.234)), result(col(1.23)), PLAIN, False, False, ("values",)),
+    ("decimal-2-still-different", result(col(1.236)), result(col(1.23)), Conditions(decimal=2), False, False, ("values",)),
+    ("decimal-0", result(col(2.4)), result(col(D("2"))), Conditions(decimal=0), False, True, ()),
+    ("decimal-applies-to-golden-too", result(col(3.14)), result(col(3.14159)), Conditions(decimal=2), False, True, ()),
+    ("float-noise-without-decimal", result(col(0.1 + 0.2)), result(col(0.3)), PLAIN, False, True, ()),
+    # number types
+    ("decimal-vs-float", result(col(D("2.50"))), result(col(2.5)), PLAIN, False, True, ()),
+    ("int-vs-float", result(col(2)), result(col(2.0)), PLAIN, False, True, ()),
+    ("int-vs-decimal", result(col(7)), result(col(D("7.000"))), PLAIN, False, True, ()),
+    ("negative-zero", result(col(-0.0)), result(col(0)), PLAIN, False, True, ()),
+    ("nan-vs-nan", result(col(float("nan"))), result(col(D("NaN"))), PLAIN, False, True, ()),
+    ("text-vs-number", result(col("1")), result(col(1)), PLAIN, False, False, ("values",)),
+    ("big-integers-differ", result(col(1234567890)), result(col(1234567891)), PLAIN, False, False, ("values",)),
+    ("big-decimals-differ", result(col(D("98765432101.25"))), result(col(D("98765432101.26"))), PLAIN, False, False, ("values",)),
+    ("adjacent-floats-match", result(col(BOUNDARY)), result(col(math.nextafter(BOUNDARY, 2.0))), PLAIN, False, True, ()),
+    # dates and times
+    ("same-date", result(col(dt.date(2024, 1, 2))), result(col(dt.date(2024, 1, 2))), PLAIN, False, True, ()),
+    ("different-date", result(col(dt.date(2024, 1, 2))), result(col(dt.date(2024, 1, 3))), PLAIN, False, False, ("values",)),
+    ("same-timestamp", result(col(TS)), result(col(dt.datetime(2024, 3, 1, 12, 30, 5))), PLAIN, False, True, ()),
+    ("timestamp-vs-date", result(col(dt.datetime(2024, 1, 2))), result(col(dt.date(2024, 1, 2))), PLAIN, False, False, ("values",)),
+    ("same-interval", result(col(dt.timedelta(days=1))), result(col(dt.timedelta(hours=24))), PLAIN, False, True, ()),
+    # JSON, bytes, uuid
+    ("json-key-order", result(col({"a": 1, "b": [1, 2]})), result(col({"b": [1, 2], "a": 1})), PLAIN, False, True, ()),
+    ("json-different-value", result(col({"a": 1})), result(col({"a": 2})), PLAIN, False, False, ("values",)),
+    ("json-array-order-matters", result(col([1, 2])), result(col([2, 1])), PLAIN, False, False, ("values",)),
+    ("bytes", result(col(b"\x00\x01")), result(col(memoryview(b"\x00\x01"))), PLAIN, False, True, ()),
+    ("uuid", result(col(uuid.UUID(int=5))), result(col(uuid.UUID(int=5))), PLAIN, False, True, ()),
+    # NULLs and strings
+    ("null-vs-null", result(col(None, 1)), result(col(1, None)), PLAIN, False, True, ()),
+    ("null-vs-zero", result(col(None)), result(col(0)), PLAIN, False, False, ("values",)),
+    ("null-vs-empty-string", result(col(None)), result(col("")), PLAIN, False, False, ("values",)),
+    ("null-vs-text-None", result(col(None)), result(col("None")), PLAIN, False, False, ("values",)),
+    ("text-case-matters", result(col("abc")), result(col("ABC")), PLAIN, False, False, ("values",)),
+    # columns
+    ("column-names-ignored", result([(1, "x")], ["id", "name"]), result([(1, "x")], ["a", "b"]), PLAIN, False, True, ()),
+    ("duplicate-column-names", result([(1, 2)], ["x", "x"]), result([(1, 2)], ["a", "b"]), PLAIN, False, True, ()),
+    ("columns-matched-by-position", result([(2, 1)], ["b", "a"]), result([(1, 2)], ["a", "b"]), PLAIN, False, False, ("values",)),
+    ("column-count-differs", result([(1, 2)]), result([(1,)]), PLAIN, False, False, ()),
+    # errors, truncation, empty results
+    ("generated-error", result([], error="relation t does not exist"), result(col(1)), PLAIN, False, False, ()),
+    ("generated-error-both-empty", result([], error="boom"), result([]), PLAIN, False, False, ()),
+    ("golden-error", result(col(1)), result([], error="boom"), PLAIN, False, False, ()),
+    ("generated-truncated", result(col(1, 2), truncated=True), result(col(1, 2)), PLAIN, False, False, ()),
+    ("golden-truncated", result(col(1, 2)), result(col(1, 2), truncated=True), PLAIN, False, False, ()),
+    ("both-truncated-same-rows", result(col(1, 2), truncated=True), result(col(1, 2), truncated=True), PLAIN, False, False, ()),
+    ("both-empty", result([]), result([]), PLAIN, False, True, ("both_empty",)),
+    ("both-empty-ordered-distinct", result([]), result([]), Conditions(order=True, distinct=True, decimal=2), True, True, ("both_empty",)),
+    ("generated-empty", result([]), result(col(1, 2)), PLAIN, False, False, ("empty_generated",)),
+    ("generated-empty-ordered", result([]), result(col(1, 2)), PLAIN, True, False, ("empty_generated",)),
+    ("generated-empty-distinct", result([]), result(col(1)), DISTINCT, False, False, ("empty_generated",)),
+    ("golden-empty", result(col(1)), result([]), PLAIN, False, False, ("row_count",)),
+    ("nothing-executed", None, result(col(1)), PLAIN, False, False, ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("generated", "golden", "conditions", "ordered", "match", "flags"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_compare_rules(generated, golden, conditions, ordered, match, flags):
+    verdict = compare(generated, golden, conditions, ordered)
+    assert isinstance(verdict, Verdict)
+    assert (verdict.match, verdict.flags) == (match, flags), verdict.reason
+
+
+def test_reasons():
+    assert compare(None, result(col(1)), PLAIN, False).reason == "no SQL was executed"
+    assert compare(result([], error="syntax error"), result(col(1)), PLAIN, False).reason == "generated SQL failed: syntax error"
+    assert compare(result(col(1)), result([], error="boom"), PLAIN, False).reason == "golden SQL failed: boom"
+    assert "truncated" in compare(result(col(1), truncated=True), result(col(1)), PLAIN, False).reason
+    assert compare(result([(1, 2)]), result([(1,)]), PLAIN, False).reason == "column count differs: 2 generated vs 1 golden"
+    assert compare(result([]), result(col(1, 2, 3)), PLAIN, False).reason == "generated result is empty, golden has 3 rows"
+    assert compare(result(col(1, 2)), result(col(1, 2, 3)), PLAIN, False).reason == "row count differs: 2 generated vs 3 golden"
+    assert compare(result([]), result([]), PLAIN, False).reason == "both results are empty"
+    assert compare(result(col(2, 1)), result(col(1, 2)), PLAIN, True).reason == (
+        "same rows, different order (order matters for this item)"
+    )
+
+
+def test_normalise_value():
+    assert normalise_value(D("2.50")) == normalise_value(2.5) == normalise_value(2.5000000001) == 2.5
+    assert normalise_value(1.234, 2) == 1.23
+    assert normalise_value(None) is None
+    assert normalise_value("x") == "x"
+    assert normalise_value(dt.date(2024, 1, 2)) == "2024-01-02"
+    assert normalise_value({"b": 1, "a": 2}) == 'json:{"a": 2, "b": 1}'
+    assert normalise_value(float("inf")) == "inf"
+    assert normalise_value((1, D("2.0"))) == (1.0, 2.0)
+
+
+def test_big_integers_are_not_merged_by_rounding():
+    # ints are exact; rounding them to 9 significant digits makes distinct ids, counts and sums equal
+    assert normalise_value(1234567890) != normalise_value(1234567891)
+    assert normalise_value(10**12 + 1) != normalise_value(10**12)
+
+
+# --------------------------------------------------------------------------- properties
+
+cells = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**15), max_value=10**15),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-(10**9), max_value=10**9),
+    st.text(max_size=5),
+    st.dates(),
+    st.datetimes(),
+    st.dictionaries(st.text(max_size=3), st.integers(-5, 5), max_size=3),
+)
+conditions = st.builds(Conditions, order=st.booleans(), distinct=st.booleans(), decimal=st.integers(min_value=-1, max_value=4))
+
+
+@st.composite
+def row_lists(draw: st.DrawFn, min_size: int = 0) -> list[tuple[Any, ...]]:
+    width = draw(st.integers(min_value=1, max_value=3))
+    row = st.tuples(*[cells] * width)
+    # a small pool of rows so that duplicates and equal rows are common
+    pool = draw(st.lists(row, min_size=1, max_size=4))
+    return draw(st.lists(st.sampled_from(pool), min_size=min_size, max_size=8))
+
+
+@settings(max_examples=150, database=None, deadline=None)
+@given(data=st.data(), cond=conditions)
+def test_permuting_rows_never_changes_an_unordered_verdict(data, cond):
+    generated = data.draw(row_lists())
+    golden = data.draw(st.one_of(st.permutations(generated), row_lists(), st.just(generated[:-1])))
+    baseline = compare(result(generated), result(golden), cond, False)
+    shuffled_gen = data.draw(st.permutations(generated))
+    shuffled_gold = data.draw(st.permutations(golden))
+    assert compare(result(shuffled_gen), result(golden), cond, False) == baseline
+    assert compare(result(generated), result(shuffled_gold), cond, False) == baseline
+    assert compare(result(shuffled_gen), result(shuffled_gold), cond, False).match == baseline.match
+
+
+@settings(max_examples=150, database=None, deadline=None)
+@given(data=st.data(), decimal=st.integers(min_value=-1, max_value=4))
+def test_duplicating_a_row_changes_a_multiset_verdict_but_not_a_set_verdict(data, decimal):
+    rows = data.draw(row_lists(min_size=1))
+    golden = data.draw(st.permutations(rows))
+    index = data.draw(st.integers(min_value=0, max_value=len(rows) - 1))
+    position = data.draw(st.integers(min_value=0, max_value=len(rows)))
+    duplicated = rows[:position] + [rows[index]] + rows[position:]
+    multiset, as_set = Conditions(decimal=decimal), Conditions(distinct=True, decimal=decimal)
+    assert compare(result(rows), result(golden), multiset, False).match is True
+    assert compare(result(duplicated), result(golden), multiset, False).match is False
+    assert compare(result(duplicated), result(golden), as_set, False).match is True
+    # ordered and distinct: a copy right after the original keeps the order of first occurrences
+    after = rows[: index + 1] + [rows[index]] + rows[index + 1 :]
+    assert compare(result(after), result(rows), Conditions(order=True, distinct=True, decimal=decimal), True).match is True
+    assert compare(result(after), result(rows), Conditions(order=True, decimal=decimal), True).match is False
+
+
+@settings(max_examples=200, database=None, deadline=None)
+@given(rows=row_lists(), cond=conditions, ordered=st.booleans())
+def test_a_result_always_matches_itself(rows, cond, ordered):
+    verdict = compare(result(rows), result(list(rows)), cond, ordered)
+    assert verdict.match is True
+    assert verdict.flags == (("both_empty",) if not rows else ())
+
+
+# --------------------------------------------------------------------------- golden_is_ordered
+
+
+@pytest.mark.parametrize(
+    ("sql", "ordered"),
+    [
+        ("SELECT a FROM t ORDER BY a;", True),
+        ("select a from t order by a desc limit 5", True),
+        ("  SELECT a FROM t ORDER BY a ;  ", True),
+        ("WITH c AS (SELECT a FROM t) SELECT * FROM c ORDER BY a", True),
+        ("SELECT a FROM t UNION SELECT b FROM u ORDER BY 1", True),
+        ("SELECT a FROM t", False),
+        ("SELECT * FROM (SELECT a FROM t ORDER BY a) s", False),
+        ("WITH c AS (SELECT a FROM t ORDER BY a) SELECT * FROM c", False),
+        ("SELECT a FROM t WHERE a IN (SELECT b FROM u ORDER BY b LIMIT 3)", False),
+        ("SELECT a, rank() OVER (ORDER BY a) FROM t", False),
+        ("SELECT string_agg(a, ',' ORDER BY a) FROM t", False),
+        ("UPDATE t SET a = 1", False),
+        ("this is not SQL (((", False),
+        ("", False),
+    ],
+)
+def test_golden_is_ordered(sql, ordered):
+    assert golden_is_ordered(sql) is ordered
+
+
+def test_golden_is_ordered_parenthesised_top_level_query():
+    # the whole statement in parentheses: its ORDER BY still sorts the result
+    assert golden_is_ordered("(SELECT a FROM t ORDER BY a)") is True

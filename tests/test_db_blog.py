@@ -1,0 +1,69 @@
+"""The real third-party data in ../shared/datasets/db_blog through the whole pipeline with the
+oracle agent: every Query item matches; Management items are loaded, run safely (write mode,
+rolled back) and reported as not scorable by exec_match, never dropped."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+
+from evalbench.config import load_run_config
+from evalbench.db.embedded import embedded_url
+from evalbench.orchestrator import run
+from evalbench.results import read_journal
+from tests.conftest import shared_dataset
+
+
+def _table_counts(dbname: str) -> dict[str, int]:
+    with psycopg.connect(embedded_url(None, dbname)) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
+def test_db_blog_oracle(tmp_path, pgdata):
+    root = shared_dataset("db_blog")
+    config_path = tmp_path / "db_blog.yaml"
+    config_path.write_text(
+        f"dataset_config: {root / 'interact_bird_format.jsonl'}\n"
+        f"setup_directory: {root / 'setup'}\n"
+        "model_config: simulated:oracle\n"
+        f"reporting: {{csv: {{output_directory: {tmp_path}}}}}\n"
+        "run_id: oracle\n"
+    )
+    result = run(load_run_config(config_path), progress=False)
+    summary = result.summary
+    assert summary["total_items"] == 201 and summary["dataset"]["record_errors"] == 0
+    main = summary["scorers"]["exec_match"]["main"]
+    both_empty = main.pop("flags")["both_empty"]
+    assert main == {"applicable": 121, "not_applicable": 80, "passed": 121, "rate": 1.0}
+    assert 20 <= both_empty <= 23  # the dataset notes 23 empty goldens; some depend on NOW()
+
+    records = list(read_journal(result.run_dir))
+    assert len(records) == 201 and len({r["item_id"] for r in records}) == 201
+    management = [r for r in records if r["category"] == "Management"]
+    assert len(management) == 80
+    assert all(not r["phases"][0]["scores"]["exec_match"]["applicable"] for r in management)
+    assert all(r["sessions_opened"] == 1 for r in records)
+
+    # nothing the management SQL did persisted
+    before = _table_counts("db_blog")
+    assert "tbl_archived_users" not in before  # created by a management item's preprocess_sql
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["databases"]["postgres/db_blog"]["sandbox_user"] == "evalbench_sandbox"
+
+
+def test_db_blog_evalbench_format(tmp_path, pgdata):
+    root = shared_dataset("db_blog")
+    config_path = tmp_path / "db_blog_eb.yaml"
+    config_path.write_text(
+        f"dataset_config: {root / 'nl2sql_evalbench_format.json'}\n"
+        "dataset_format: evalbench-standard-format\n"
+        f"setup_directory: {root / 'setup'}\n"
+        "model_config: simulated:oracle\n"
+        "query_types: [dql]\n"
+        f"reporting: {{csv: {{output_directory: {tmp_path}}}}}\n"
+    )
+    summary = run(load_run_config(config_path), progress=False).summary
+    assert summary["total_items"] == 16 and summary["dataset"]["filtered_out"] == 7
+    assert summary["scorers"]["exec_match"]["main"]["rate"] == 1.0
