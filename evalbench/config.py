@@ -218,6 +218,9 @@ class RunConfig(StrictModel):
         default_factory=RulesVUserConfig, alias="vuser_model_config"
     )
     setup_directory: ExistingPath | None = None
+    knowledge_directory: ExistingPath | None = Field(
+        None, description="folder of <database>_kb.jsonl files (default: knowledge/ beside the dataset, if present)"
+    )
     scorers: dict[str, dict[str, Any] | None] = Field(
         default_factory=lambda: {"exec_match": {}, "executable": {}, "turn_count": {}}
     )
@@ -252,6 +255,13 @@ class RunConfig(StrictModel):
         if duplicates:
             raise ValueError(f"database configured more than once: {', '.join(duplicates)}")
         return value
+
+    @property
+    def knowledge_path(self) -> Path | None:
+        if self.knowledge_directory is not None:
+            return self.knowledge_directory
+        default = self.dataset_config.parent / "knowledge"
+        return default if default.is_dir() else None
 
     def database_for(self, dialect: str, database: str) -> DatabaseConfig:
         """The configured database, or the embedded default for a database with no config."""
@@ -289,13 +299,20 @@ def redact(value: Any, key: str = "") -> Any:
 
 
 def redact_url(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
+    """``url`` with its password (user info or ``password=`` query argument) replaced by ***."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    secret_query = any(k.lower() in ("password", "sslpassword") for k, _ in query)
+    if parts.password is None and not secret_query:
+        return url  # unchanged (urlunsplit would also rewrite an empty host)
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
+    if secret_query:
+        redacted = [(k, "***" if k.lower() in ("password", "sslpassword") else v) for k, v in query]
+        parts = parts._replace(query=urlencode(redacted, safe="*/"))
+    return urlunsplit(parts)
 
 
 # --------------------------------------------------------------------------- loading
@@ -309,6 +326,13 @@ def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
     data = dict(doc.data)
     data.update(overrides)  # command-line --set values, validated like the file's own
     base = path.parent
+    scorers = data.get("scorers")
+    if isinstance(scorers, dict):
+        from evalbench.scoring import SCORERS
+
+        for name in scorers:
+            if name not in SCORERS:
+                raise doc.error(f"unknown scorer {name!r} (known: {', '.join(SCORERS.names())})", ("scorers", name))
 
     dbs = data.get("database_configs")
     if dbs is not None:
@@ -327,6 +351,8 @@ def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
 def _load_nested(doc: YamlDocument, key_path: tuple[Any, ...], entry: Any, base: Path, model: type[StrictModel] | None) -> Any:
     """A nested config given as a file path is read (and validated, when ``model`` is given) there."""
     if isinstance(entry, str):
+        if "://" in entry:  # never echo it: a URL may carry a password
+            raise doc.error("expected a config file path or a mapping, got a URL (write it as `url:` in a database config)", key_path)
         nested_path = Path(entry) if Path(entry).is_absolute() else base / entry
         if not nested_path.exists():
             raise doc.error(f"file not found: {nested_path}", key_path)
@@ -363,6 +389,8 @@ def _config_error(doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ..
     first: ConfigError | None = None
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc += (str(err.get("ctx", {}).get("discriminator", "")).strip("'"),)  # point at `agent:` / `vuser:`
         target_doc, key_path = _locate(doc, data, prefix, loc)
         secret = any(any(w in str(k).lower() for w in _SECRET_KEYS) for k in key_path)
         message = _describe(err, show_input=not secret)
@@ -387,7 +415,7 @@ def _locate(doc: YamlDocument, data: Any, prefix: tuple[Any, ...], loc: tuple[An
             # discriminated unions add the tag as a location element; skip it
             continue
         if isinstance(node, _NestedFile):
-            return _locate(node.doc, node, (), loc[i:])
+            return _locate(node.doc, dict(node), (), loc[i:])
         key_path.append(part)
         if isinstance(node, dict):
             node = node.get(part)
@@ -396,7 +424,7 @@ def _locate(doc: YamlDocument, data: Any, prefix: tuple[Any, ...], loc: tuple[An
         else:
             node = None
         if isinstance(node, _NestedFile):
-            return _locate(node.doc, node, (), loc[i + 1 :])
+            return _locate(node.doc, dict(node), (), loc[i + 1 :])
     return doc, tuple(key_path)
 
 

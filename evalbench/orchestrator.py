@@ -23,6 +23,7 @@ from evalbench.agents import build_agent
 from evalbench.config import RunConfig
 from evalbench.conversation import Conversation, Outcome, Stage, conversation_seed, fail
 from evalbench.dataset import Dataset, RecordError
+from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
 from evalbench.db.provision import ProvisionReport, find_setup, provision
 from evalbench.db.sandbox import Sandbox
@@ -73,7 +74,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
 
     try:
         agent = build_agent(config.agent, config.seed)
-        vuser = build_vuser(config.vuser, config.seed)
+        vuser = build_vuser(config.vuser, config.seed, load_knowledge(config.knowledge_path))
         scorers = build_scorers(config.scorers)
     except (KeyError, ValueError) as exc:
         raise ConfigError(str(exc), file=str(config.source) if config.source else None) from None

@@ -137,7 +137,9 @@ def test_reasons():
 
 
 def test_normalise_value():
-    assert normalise_value(D("2.50")) == normalise_value(2.5) == normalise_value(2.5000000001) == 2.5
+    assert normalise_value(D("2.50")) == normalise_value(2.5) == 2.5
+    assert normalise_value(2.5000000001) == 2.5000000001  # no rounding: compare() applies a tolerance to floats
+    assert normalise_value(float("nan")) == normalise_value(D("NaN")) == "nan"
     assert normalise_value(1.234, 2) == 1.23
     assert normalise_value(None) is None
     assert normalise_value("x") == "x"

@@ -146,7 +146,7 @@ def test_duplicate_database(cfg_dir):
 def test_unknown_scorer(cfg_dir):
     path = write(cfg_dir, "run.yaml", HEAD + "scorers:\n  exec_match: {}\n  exec_matchh: {}\n")
     err = load_error(path)
-    assert str(err).startswith(f"{path}:3: scorers: unknown scorer 'exec_matchh' (known: ")
+    assert str(err).startswith(f"{path}:5: scorers.exec_matchh: unknown scorer 'exec_matchh' (known: ")
     known = str(err).split("(known: ", 1)[1]
     for name in ("exec_match", "executable", "turn_count"):
         assert name in known
@@ -160,7 +160,7 @@ def test_no_scorer(cfg_dir):
 def test_unknown_agent(cfg_dir):
     path = write(cfg_dir, "run.yaml", "dataset_config: ds.jsonl\nseed: 3\nmodel_config: simulated:wizard\n")
     err = load_error(path)
-    assert str(err).startswith(f"{path}:3: model_config: ")
+    assert str(err).startswith(f"{path}:3: model_config.agent: ")
     assert "'simulated:wizard'" in str(err)
     assert "'simulated:oracle'" in str(err) and "'simulated:noisy'" in str(err)
 
@@ -446,7 +446,7 @@ def test_url_given_where_a_database_config_file_is_expected_does_not_leak(cfg_di
     path = write(cfg_dir, "run.yaml", HEAD + "database_configs:\n  - postgresql://alice:url-secret-55@db.example/x\n")
     err = load_error(path)
     assert (err.line, err.key) == (4, "database_configs[0]")
-    assert "file not found" in str(err)
+    assert "got a URL" in str(err) and "url:" in str(err)
     assert "url-secret-55" not in str(err)
 
 

@@ -30,6 +30,7 @@ def iter_jsonl(path: Path) -> Iterator[RawRecord | MalformedRecord]:
     """Every JSON value of a JSON-lines file, several per physical line if need be."""
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
+            line = line.rstrip("\r\n")  # so error columns count within this line
             pos, end = 0, len(line)
             while True:
                 while pos < end and line[pos].isspace():
@@ -49,8 +50,15 @@ def iter_json_array(path: Path) -> Iterator[RawRecord | MalformedRecord]:
     text = path.read_text(encoding="utf-8")
     pos = _skip_ws(text, 0)
     if pos >= len(text) or text[pos] != "[":
-        # Not an array: a single object, or JSON lines with a .json name.
-        yield from iter_jsonl(path)
+        # Not an array: one (possibly pretty-printed) object, or JSON lines with a .json name.
+        try:
+            value, end = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            value, end = None, -1
+        if end != -1 and _skip_ws(text, end) == len(text):
+            yield RawRecord(text.count("\n", 0, pos) + 1, value)
+        else:
+            yield from iter_jsonl(path)
         return
     pos = _skip_ws(text, pos + 1)
     if pos < len(text) and text[pos] == "]":

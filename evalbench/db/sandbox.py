@@ -10,8 +10,10 @@ through the extended query protocol one at a time, which refuses a string of sev
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -20,6 +22,14 @@ from sqlalchemy.pool import QueuePool
 
 from evalbench.db.statements import READ_KEYWORDS, STREAM_KEYWORDS, WRITE_KEYWORDS, split_statements, statement_kind
 from evalbench.ratelimit import RateLimiter
+
+log = logging.getLogger(__name__)
+
+# Every sequence and the value it would restart from: (name, value, is_called) for setval().
+_SEQUENCE_STATE = """
+SELECT format('%I.%I', schemaname, sequencename), COALESCE(last_value, start_value), last_value IS NOT NULL
+FROM pg_sequences
+"""
 
 ErrorKind = Literal["sql", "timeout", "forbidden", "connection", "preprocess"]
 Mode = Literal["read", "write"]
@@ -70,10 +80,10 @@ class Sandbox:
             timeout=max(60.0, statement_timeout_s * 4),
             reset_on_return=None,  # every execution ends with its own ROLLBACK
         )
-        self._closed = threading.Event()
+        self._write_lock = threading.Lock()
+        self._warned_sequences = False
 
     def close(self) -> None:
-        self._closed.set()
         self._pool.dispose()
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = ()) -> ExecutionResult:
@@ -94,16 +104,28 @@ class Sandbox:
             return result
         if self._limiter:
             self._limiter.acquire()
+        # Executions that may write (write mode, or preprocess_sql) run one at a time per database:
+        # sequences are not transactional, so their values are restored after the rollback, and
+        # that must not race another writer.
+        writes = mode == "write" or bool(preprocess)
+        with self._write_lock if writes else nullcontext():
+            self._execute(statements, mode, preprocess, result, writes)
+        return result
+
+    def _execute(self, statements: list[str], mode: Mode, preprocess: Sequence[str], result: ExecutionResult, writes: bool) -> None:
         started = time.perf_counter()
         try:
             fairy = self._pool.connect()
         except Exception as exc:  # pool timeout or connection failure
             result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
             result.elapsed_s = time.perf_counter() - started
-            return result
+            return
         conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
         healthy = True
+        sequences = None
         try:
+            if writes:
+                sequences = conn.execute(_SEQUENCE_STATE).fetchall()
             self._run(conn, statements, mode, preprocess, result)
         except psycopg.OperationalError as exc:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
@@ -112,7 +134,11 @@ class Sandbox:
         finally:
             if healthy:
                 try:
-                    conn.execute("ROLLBACK")  # also undoes session-level SET / set_config() made inside
+                    # ROLLBACK also undoes session-level SET / set_config() made inside the
+                    # transaction; advisory locks are the one session state that survives it.
+                    conn.execute("ROLLBACK; SELECT pg_advisory_unlock_all()")  # type: ignore[call-overload]
+                    if sequences:
+                        self._restore_sequences(conn, sequences)
                 except psycopg.Error:
                     healthy = False
             if healthy:
@@ -120,7 +146,18 @@ class Sandbox:
             else:
                 fairy.invalidate()
         result.elapsed_s = time.perf_counter() - started
-        return result
+
+    def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]]) -> None:
+        names, values, called = zip(*state)
+        try:
+            conn.execute(
+                "SELECT setval(s::regclass, v, c) FROM unnest(%s::text[], %s::bigint[], %s::bool[]) AS x(s, v, c)",
+                (list(names), list(values), list(called)),
+            )
+        except psycopg.errors.InsufficientPrivilege:
+            if not self._warned_sequences:
+                self._warned_sequences = True
+                log.warning("cannot restore sequences after write-mode executions (the sandbox user does not own them)")
 
     def _run(
         self,

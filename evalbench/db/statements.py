@@ -55,36 +55,39 @@ def split_statements(sql: str) -> list[str]:
 
 
 _MAIN_VERBS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "VALUES", "TABLE"})
-_MODIFYING = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE"})
+_MODIFYING = frozenset({TokenType.INSERT, TokenType.UPDATE, TokenType.DELETE, TokenType.MERGE})
+_LOCK_WORDS = frozenset({"FOR", "KEY", "NO"})  # SELECT ... FOR [NO KEY] UPDATE is a read
 
 
 def statement_kind(statement: str) -> tuple[str, bool]:
     """(main verb, modifies data) of one statement.
 
     The main verb of ``WITH ... UPDATE ...`` is UPDATE: the first verb at parenthesis depth 0
-    after the CTE definitions. ``modifies`` is True when a data-modifying verb appears anywhere
-    (a data-modifying CTE cannot run through a cursor). ``SELECT ... FOR UPDATE`` is a read.
+    after the CTE definitions. ``modifies`` is True when a data-modifying keyword appears
+    anywhere (a data-modifying CTE); strings and quoted identifiers are not keywords.
     """
     try:
         tokens = _tokenizer().tokenize(statement)
     except TokenError:
         word = first_keyword(statement)
-        return word, word in _MODIFYING
+        return word, word in {"INSERT", "UPDATE", "DELETE", "MERGE"}
     if not tokens:
         return "", False
     first = "(" if tokens[0].token_type == TokenType.L_PAREN else tokens[0].text.upper()
-    words = [t.text.upper() for t in tokens]
-    modifies = any(w in _MODIFYING and (i == 0 or words[i - 1] != "FOR") for i, w in enumerate(words))
+    modifies = any(
+        token.token_type in _MODIFYING and (i == 0 or tokens[i - 1].text.upper() not in _LOCK_WORDS)
+        for i, token in enumerate(tokens)
+    )
     if first != "WITH":
         return first, modifies
     depth = 0
-    for token, word in zip(tokens[1:], words[1:]):
+    for token in tokens[1:]:
         if token.token_type == TokenType.L_PAREN:
             depth += 1
         elif token.token_type == TokenType.R_PAREN:
             depth -= 1
-        elif depth == 0 and word in _MAIN_VERBS:
-            return word, modifies
+        elif depth == 0 and token.token_type not in (TokenType.STRING, TokenType.IDENTIFIER) and token.text.upper() in _MAIN_VERBS:
+            return token.text.upper(), modifies
     return "WITH", modifies
 
 

@@ -2,8 +2,8 @@
 
 Written down in docs/scoring.md. In short: columns are matched by position (names are ignored);
 rows are compared as an ordered list only when the item asks for order, else as a multiset, or
-as a set when ``distinct`` is set; numbers are rounded to ``decimal`` places when given and
-compared with a small relative tolerance otherwise; errored and truncated results never match;
+as a set when ``distinct`` is set; integers compare exactly; other numbers are rounded to
+``decimal`` places when given and compared with a relative tolerance of 1e-9 otherwise; errored and truncated results never match;
 two empty results match and are flagged ``both_empty``.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Hashable, Sequence
 from evalbench.dataset import Conditions
 from evalbench.db.sandbox import ExecutionResult
 
-FLOAT_DIGITS = 9  # significant digits kept when no `decimal` is given
+FLOAT_TOLERANCE = 1e-9  # relative (and absolute) tolerance for floats when no `decimal` is given
 
 
 @dataclass(frozen=True)
@@ -33,18 +33,23 @@ class Verdict:
 
 def normalise_value(value: Any, decimal: int = -1) -> Hashable:
     """A hashable, type-normalised form of one cell: numbers compare by value (Decimal, float
-    and int alike), dates and times by ISO text, JSON by canonical text."""
-    if value is None or isinstance(value, (str, bool)):
+    and int alike; integers exactly), rounded to ``decimal`` places when given; dates and times
+    by ISO text; JSON by canonical text."""
+    if value is None or isinstance(value, (str, bool, int)):
         return value
-    if isinstance(value, (int, float, Decimal)):
-        number = float(value)
-        if math.isnan(number) or math.isinf(number):
-            return str(number)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return "nan" if value.is_nan() else ("inf" if value > 0 else "-inf")
+        if decimal < 0:
+            # NUMERIC is exact: integers as int, others as Decimal (equal floats hash the same)
+            return int(value) if value == value.to_integral_value() else value.normalize()
+        value = float(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
         if decimal >= 0:
-            number = round(number, decimal)
-        else:
-            number = float(f"{number:.{FLOAT_DIGITS}g}")
-        return 0.0 if number == 0 else number  # -0.0 == 0.0
+            value = round(value, decimal)
+        return 0.0 if value == 0 else value  # -0.0 == 0.0
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
@@ -82,6 +87,14 @@ def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditio
         return Verdict(False, f"column count differs: {gen_width} generated vs {gold_width} golden")
     gen_rows = normalise_rows(generated.rows, conditions.decimal)
     gold_rows = normalise_rows(golden.rows, conditions.decimal)
+    verdict = _compare_rows(gen_rows, gold_rows, conditions, ordered)
+    if not verdict.match and conditions.decimal < 0 and (_has_float(gen_rows) or _has_float(gold_rows)) \
+            and _close_rows(gen_rows, gold_rows, conditions, ordered):
+        return Verdict(True, f"same rows within a relative float tolerance of {FLOAT_TOLERANCE}")
+    return verdict
+
+
+def _compare_rows(gen_rows: list[tuple[Hashable, ...]], gold_rows: list[tuple[Hashable, ...]], conditions: Conditions, ordered: bool) -> Verdict:
     if ordered:
         if conditions.distinct:
             gen_rows, gold_rows = _dedupe(gen_rows), _dedupe(gold_rows)
@@ -97,6 +110,38 @@ def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditio
     if Counter(gen_rows) == Counter(gold_rows):
         return Verdict(True, "same rows (order ignored)")
     return _row_difference(gen_rows, gold_rows)
+
+
+def _has_float(rows: list[tuple[Hashable, ...]]) -> bool:
+    return any(isinstance(v, float) for row in rows for v in row)
+
+
+def _close_rows(gen_rows: list[tuple[Hashable, ...]], gold_rows: list[tuple[Hashable, ...]], conditions: Conditions, ordered: bool) -> bool:
+    """Rows equal up to float tolerance: after exact comparison failed, pair rows in order (or
+    sorted, when order does not matter) and compare floats with math.isclose."""
+    if conditions.distinct:
+        gen_rows, gold_rows = _dedupe(gen_rows), _dedupe(gold_rows)
+    if len(gen_rows) != len(gold_rows):
+        return False
+    if not ordered:
+        gen_rows, gold_rows = sorted(gen_rows, key=_sort_key), sorted(gold_rows, key=_sort_key)
+    return all(len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b)) for a, b in zip(gen_rows, gold_rows))
+
+
+def _close(x: Hashable, y: Hashable) -> bool:
+    """Floats (double precision) are compared with a tolerance; exact types (int, NUMERIC) exactly."""
+    if (isinstance(x, float) or isinstance(y, float)) and _is_number(x) and _is_number(y):
+        return math.isclose(float(x), float(y), rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)  # type: ignore[arg-type]
+    return x == y
+
+
+def _is_number(v: Hashable) -> bool:
+    return isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+
+
+def _sort_key(row: tuple[Hashable, ...]) -> tuple[tuple[int, Any], ...]:
+    # A total order over mixed cells: None first, then numbers, then everything else as text.
+    return tuple((0, 0) if v is None else (1, v) if _is_number(v) else (2, str(v)) for v in row)
 
 
 def _dedupe(rows: list[tuple[Hashable, ...]]) -> list[tuple[Hashable, ...]]:

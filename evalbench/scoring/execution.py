@@ -21,6 +21,8 @@ def golden_is_ordered(sql: str) -> bool:
         tree = sqlglot.parse_one(sql.strip().rstrip(";"), read="postgres")
     except sqlglot.errors.SqlglotError:
         return False
+    while isinstance(tree, (exp.Paren, exp.Subquery)) and tree.args.get("order") is None:
+        tree = tree.this  # (SELECT ... ORDER BY ...) is still the top-level query
     return tree is not None and tree.args.get("order") is not None
 
 

@@ -13,6 +13,7 @@ from evalbench.registry import Registry
 
 if TYPE_CHECKING:
     from evalbench.conversation import Conversation, VUserReply
+    from evalbench.dataset.knowledge import Knowledge
 
 
 class VirtualUser(Protocol):
@@ -23,11 +24,11 @@ class VirtualUser(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-VUserFactory = Callable[[Any, int], VirtualUser]
+VUserFactory = Callable[[Any, int, "Knowledge"], VirtualUser]  # (config, run seed, knowledge base)
 VUSERS: Registry[VUserFactory] = Registry("virtual user")
 
 
-def build_vuser(config: Any, run_seed: int) -> VirtualUser:
+def build_vuser(config: Any, run_seed: int, knowledge: "Knowledge | None" = None) -> VirtualUser:
     import evalbench.vuser.rules  # noqa: F401  (registers the offline virtual user)
 
-    return VUSERS.get(config.vuser)(config, run_seed)
+    return VUSERS.get(config.vuser)(config, run_seed, knowledge or {})

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from evalbench.conversation import Conversation, VUserAction, VUserReply
+from evalbench.dataset.knowledge import Knowledge
 from evalbench.sqlclauses import golden_clauses, identifiers
 from evalbench.vuser import VUSERS
 
@@ -28,8 +29,9 @@ def _words(text: str) -> set[str]:
 class RulesVirtualUser:
     name = "rules"
 
-    def __init__(self, config: Any, run_seed: int) -> None:
+    def __init__(self, config: Any, run_seed: int, knowledge: Knowledge) -> None:
         self.patience = config.patience
+        self.knowledge = knowledge
 
     def describe(self) -> dict[str, Any]:
         return {"vuser": self.name, "patience": self.patience}
@@ -69,6 +71,12 @@ class RulesVirtualUser:
             parts = []
             for term in action.terms:
                 ambiguity = next(a for a in conversation.item.ambiguities if a.term == term)
+                entry = self.knowledge.get(conversation.item.database, {}).get(ambiguity.knowledge_id or -1)
+                if entry is not None:
+                    # The prose of the knowledge entry; its first definition line is often a formula.
+                    prose = entry.definition[-1] if len(entry.definition) > 1 else ""
+                    parts.append(f'By "{term}" I mean {entry.name}: {entry.description} {prose}'.strip())
+                    continue
                 hint = _words(term) | identifier_words(ambiguity.sql_snippet or "")
                 parts.append(f'By "{term}" I mean: {_best_sentence(clear, hint)}')
             return " ".join(parts)
