@@ -59,10 +59,12 @@ class SimulatedAgentConfig(StrictModel):
     """Offline agents: ``simulated:oracle`` answers with the golden SQL; ``simulated:noisy`` is seeded
     and fails in realistic ways at the configured rates."""
 
-    agent: Literal["simulated:oracle", "simulated:noisy"]
+    agent: Literal["simulated:oracle", "simulated:noisy"] = Field(description="which simulated agent (EvalBench key: generator)")
     seed: int | None = Field(None, description="seed of the agent's failures (default: the run seed)")
     latency_s: float = Field(0.0, ge=0, description="simulated time per turn, in seconds")
-    session: Literal["sticky", "per_turn"] = "sticky"
+    session: Literal["sticky", "per_turn"] = Field(
+        "sticky", description="per_turn opens a new session every turn: only to show how an agent that forgets fails"
+    )
     failure_rates: dict[str, float] = Field(
         default_factory=dict,
         description="noisy agent: probability of each failure kind per phase (see docs/agents.md)",
@@ -103,7 +105,7 @@ def _agent_shorthand(value: Any) -> Any:
 class RulesVUserConfig(StrictModel):
     """The offline, deterministic virtual user."""
 
-    vuser: Literal["rules"] = "rules"
+    vuser: Literal["rules"] = Field("rules", description="the offline deterministic virtual user")
     patience: int = Field(3, ge=0, description="clarifications allowed beyond the number of annotated ambiguities")
 
 
@@ -127,19 +129,21 @@ def _normalise_db_type(value: Any) -> Any:
 class DatabaseConfig(StrictModel):
     """One database. EvalBench's db-config keys plus ours (``url``, ``embedded``, limits)."""
 
-    db_type: Annotated[Literal["postgres", "alloydb"], BeforeValidator(_normalise_db_type)] = "postgres"
-    dialect: str = "postgres"
-    database_name: str
+    db_type: Annotated[Literal["postgres", "alloydb"], BeforeValidator(_normalise_db_type)] = Field(
+        "postgres", description="postgresql is accepted as postgres"
+    )
+    dialect: str = Field("postgres", description="the dialect of the items this database serves")
+    database_name: str = Field(description="the database name, as items name it (selected_database / database)")
     database_path: str | None = Field(None, description="EvalBench key for file databases (SQLite); not supported yet")
-    user_name: str | None = None
-    password: SecretStr | None = None
-    host: str | None = None
-    port: int | None = None
+    user_name: str | None = Field(None, description="login of an external server")
+    password: SecretStr | None = Field(None, description="its password (use ${ENV_VAR}); never written to outputs")
+    host: str | None = Field(None, description="host of an external server")
+    port: int | None = Field(None, description="port of an external server")
     url: SecretStr | None = Field(None, description="SQLAlchemy/libpq URL of an external server; overrides host/user keys")
     embedded: bool | None = Field(None, description="use the embedded PostgreSQL (default when no url or host is given)")
-    max_executions_per_minute: int | None = Field(None, ge=1)
-    statement_timeout_s: float | None = Field(None, gt=0)
-    max_rows: int | None = Field(None, ge=1)
+    max_executions_per_minute: int | None = Field(None, ge=1, description="rate limit of SQL executions on this database")
+    statement_timeout_s: float | None = Field(None, gt=0, description="overrides execution.statement_timeout_s")
+    max_rows: int | None = Field(None, ge=1, description="overrides execution.max_rows")
     allow_destructive_setup: bool = Field(
         False, description="allow dropping and re-creating a database the harness did not create"
     )
@@ -173,15 +177,15 @@ class EmbeddedConfig(StrictModel):
 class RunnersConfig(StrictModel):
     """Threads per stage (EvalBench's `runners` keys)."""
 
-    promptgen_runners: int = Field(2, ge=1)
-    sqlgen_runners: int = Field(8, ge=1)
-    vuser_runners: int = Field(4, ge=1)
-    sqlexec_runners: int = Field(4, ge=1)
-    scoring_runners: int = Field(2, ge=1)
+    promptgen_runners: int = Field(2, ge=1, description="prompt stage threads")
+    sqlgen_runners: int = Field(8, ge=1, description="generate stage threads: agent turns in flight at once")
+    vuser_runners: int = Field(4, ge=1, description="virtual-user stage threads")
+    sqlexec_runners: int = Field(4, ge=1, description="execute stage threads, and connections per database")
+    scoring_runners: int = Field(2, ge=1, description="score stage threads")
 
 
 class CsvReportingConfig(StrictModel):
-    output_directory: ResolvedPath = Path("results")
+    output_directory: ResolvedPath = Field(Path("results"), description="run directories go in <output_directory>/<run_id>")
 
 
 class ReportingConfig(StrictModel):
@@ -207,31 +211,40 @@ def _normalise_dataset_format(value: Any) -> Any:
 class RunConfig(StrictModel):
     """A run: which dataset, which databases, which agent and virtual user, which scorers."""
 
-    dataset_config: ExistingPath
-    dataset_format: Annotated[Literal["auto", "bird-interact", "evalbench"], BeforeValidator(_normalise_dataset_format)] = "auto"
-    database_configs: list[DatabaseConfig] = Field(default_factory=list)
-    dialects: list[str] = Field(default_factory=lambda: ["postgres"])
-    query_types: list[str] | None = None
-    orchestrator: str = "interact"
-    agent: Annotated[AgentConfig, BeforeValidator(_agent_shorthand)] = Field(alias="model_config")
-    vuser: Annotated[VUserConfig, BeforeValidator(_vuser_shorthand)] = Field(
-        default_factory=RulesVUserConfig, alias="vuser_model_config"
+    dataset_config: ExistingPath = Field(description="the dataset file (EvalBench JSON or BIRD-Interact JSONL)")
+    dataset_format: Annotated[Literal["auto", "bird-interact", "evalbench"], BeforeValidator(_normalise_dataset_format)] = Field(
+        "auto", description="auto-detected from the first record; EvalBench's names are accepted"
     )
-    setup_directory: ExistingPath | None = None
+    database_configs: list[DatabaseConfig] = Field(
+        default_factory=list, description="db config files (or mappings); a database with none uses the embedded server"
+    )
+    dialects: list[str] = Field(default_factory=lambda: ["postgres"], description="dialects to evaluate")
+    query_types: list[str] | None = Field(None, description="keep only these query types (dql, dml, ddl)")
+    orchestrator: str = Field("interact", description="accepted for EvalBench compatibility; recorded in the manifest")
+    agent: Annotated[AgentConfig, BeforeValidator(_agent_shorthand)] = Field(
+        alias="model_config", description="the agent under test: a file, a mapping, or a name such as simulated:oracle"
+    )
+    vuser: Annotated[VUserConfig, BeforeValidator(_vuser_shorthand)] = Field(
+        default_factory=RulesVUserConfig, alias="vuser_model_config", description="the virtual user: a file, a mapping or a name"
+    )
+    setup_directory: ExistingPath | None = Field(
+        None, description="EvalBench-style folder: <database>/<dialect>/{pre_setup,setup,post_setup}.sql, <database>/data/*.csv"
+    )
     knowledge_directory: ExistingPath | None = Field(
         None, description="folder of <database>_kb.jsonl files (default: knowledge/ beside the dataset, if present)"
     )
     scorers: dict[str, dict[str, Any] | None] = Field(
-        default_factory=lambda: {"exec_match": {}, "executable": {}, "turn_count": {}}
+        default_factory=lambda: {"exec_match": {}, "executable": {}, "turn_count": {}},
+        description="scorer name -> options (see docs/scoring.md)",
     )
-    reporting: ReportingConfig = ReportingConfig()
-    runners: RunnersConfig = RunnersConfig()
-    execution: ExecutionConfig = ExecutionConfig()
-    embedded: EmbeddedConfig = EmbeddedConfig()
-    seed: int = 0
+    reporting: ReportingConfig = Field(ReportingConfig(), description="where run directories go")
+    runners: RunnersConfig = Field(RunnersConfig(), description="threads per stage")
+    execution: ExecutionConfig = Field(ExecutionConfig(), description="limits on every SQL execution")
+    embedded: EmbeddedConfig = Field(EmbeddedConfig(), description="the embedded PostgreSQL")
+    seed: int = Field(0, description="run seed; each conversation's seed derives from it and the item id")
     max_turns: int = Field(30, ge=1, description="hard cap on turns per conversation, all phases together")
     max_in_flight: int = Field(64, ge=1, description="conversations in flight at once (bounds memory)")
-    conversation_timeout_s: float = Field(600.0, gt=0)
+    conversation_timeout_s: float = Field(600.0, gt=0, description="wall-clock budget of one conversation")
     run_id: str | None = Field(None, description="name of the run directory (default: timestamp + config name)")
     source: Path | None = Field(None, exclude=True, description="the config file this was read from")
 

@@ -7,6 +7,8 @@ This keeps peak memory flat in the number of items.
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,9 @@ class Dataset:
         self.format = format
         self.dialects = list(dialects)
         self.query_types = [q.lower() for q in query_types] if query_types else None
+        # After scan(): digests of the (dialect, id) keys seen more than once. Only those ids are
+        # then tracked when streaming, so memory does not grow with the number of items.
+        self._duplicate_digests: set[int] | None = None
         if not self.path.is_file():
             raise DatasetError("dataset file not found", file=str(self.path))
 
@@ -53,6 +58,7 @@ class Dataset:
         """Every item and every record error, in file order. Later duplicates of an id are errors."""
         fmt = self.format
         seen: set[tuple[str, str]] = set()
+        duplicates = self._duplicate_digests
         raw_records = iter_jsonl(self.path) if self.path.suffix == ".jsonl" else iter_json_array(self.path)
         for record in raw_records:
             if isinstance(record, MalformedRecord):
@@ -78,12 +84,13 @@ class Dataset:
                 continue
             for item in items:
                 key = (item.dialect, item.id)
-                if key in seen:
-                    yield RecordError(
-                        file=str(self.path), line=record.line, item_id=item.id, message=f"duplicate item id {item.id!r}"
-                    )
-                    continue
-                seen.add(key)
+                if duplicates is None or _digest(key) in duplicates:
+                    if key in seen:
+                        yield RecordError(
+                            file=str(self.path), line=record.line, item_id=item.id, message=f"duplicate item id {item.id!r}"
+                        )
+                        continue
+                    seen.add(key)
                 if not item.database:
                     yield RecordError(file=str(self.path), line=record.line, item_id=item.id, message="item names no database")
                     continue
@@ -93,11 +100,28 @@ class Dataset:
         return self.query_types is None or item.query_type in self.query_types
 
     def scan(self) -> DatasetScan:
+        """Items per group, record errors (duplicate ids included), filtered-out count.
+
+        One pass in the common case: it keeps an 8-byte digest per item instead of every id, and
+        only when two digests collide does a second pass find the duplicates exactly.
+        """
+        self._duplicate_digests = set()  # track no ids during the first pass
+        digests = array("Q")
+        scan = self._count(digests)
+        ordered = sorted(digests)
+        self._duplicate_digests = {a for a, b in zip(ordered, ordered[1:]) if a == b}
+        del digests, ordered
+        return self._count(None) if self._duplicate_digests else scan
+
+    def _count(self, digests: "array[int] | None") -> DatasetScan:
         scan = DatasetScan()
         for record in self.iter_records():
             if isinstance(record, RecordError):
                 scan.errors.append(record)
-            elif self._selected(record):
+                continue
+            if digests is not None:
+                digests.append(_digest((record.dialect, record.id)))
+            if self._selected(record):
                 scan.groups[(record.dialect, record.database)] += 1
             else:
                 scan.filtered_out += 1
@@ -110,6 +134,10 @@ class Dataset:
             if isinstance(record, Item) and self._selected(record):
                 if group is None or (record.dialect, record.database) == group:
                     yield record
+
+
+def _digest(key: tuple[str, str]) -> int:
+    return int.from_bytes(hashlib.blake2b("\0".join(key).encode(), digest_size=8).digest(), "little")
 
 
 def load_items(path: Path | str, format: str = "auto", dialects: Sequence[str] = ("postgres",)) -> tuple[list[Item], list[RecordError]]:

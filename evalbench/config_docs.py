@@ -1,0 +1,98 @@
+"""Tables of config keys, generated from the pydantic models (the one source of defaults).
+
+``python -m evalbench.config_docs`` rewrites the generated part of docs/configuration.md; a test
+fails when that part is stale.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+BEGIN = "<!-- BEGIN GENERATED: python -m evalbench.config_docs -->"
+END = "<!-- END GENERATED -->"
+
+
+def _models() -> list[tuple[str, type[BaseModel]]]:
+    from evalbench import config
+
+    return [
+        ("Run config", config.RunConfig),
+        ("`execution`", config.ExecutionConfig),
+        ("`runners`", config.RunnersConfig),
+        ("`embedded`", config.EmbeddedConfig),
+        ("`reporting.csv`", config.CsvReportingConfig),
+        ("Database config (each entry of `database_configs`)", config.DatabaseConfig),
+        ("Agent `simulated:oracle` / `simulated:noisy` (`model_config`)", config.SimulatedAgentConfig),
+        ("Virtual user `rules` (`vuser_model_config`)", config.RulesVUserConfig),
+    ]
+
+
+def _type_name(annotation: Any) -> str:
+    import types
+    from typing import Annotated, Literal, Union, get_args, get_origin
+
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is Literal:
+        return " or ".join(f"`{a}`" for a in args)
+    if origin in (Union, types.UnionType):
+        names = [_type_name(a) for a in args if a is not type(None)]
+        return " or ".join(names) + (" or null" if type(None) in args else "")
+    if origin is list:
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "mapping"
+    names = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if annotation in names:
+        return names[annotation]
+    name = getattr(annotation, "__name__", str(annotation))
+    return {"Path": "path", "SecretStr": "secret string"}.get(name, name)
+
+
+def _default(field: Any) -> str:
+    if field.default is not PydanticUndefined:
+        value = field.default
+    elif field.default_factory is not None:
+        value = field.default_factory()
+    else:
+        return "**required**"
+    if isinstance(value, BaseModel):
+        return "(see below)"
+    return f"`{value!r}`" if value is not None else "—"
+
+
+def render() -> str:
+    out = [BEGIN, ""]
+    for title, model in _models():
+        out += [f"### {title}", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            key = field.alias or name
+            meaning = (field.description or "").replace("|", "\\|")
+            type_name = _type_name(field.annotation).replace("|", "\\|")
+            out.append(f"| `{key}` | {type_name} | {_default(field)} | {meaning} |")
+        out.append("")
+    out.append(END)
+    return "\n".join(out)
+
+
+def update(path: Path) -> bool:
+    """Rewrite the generated block of ``path``; True when it changed."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    new = text[:start] + render() + text[end:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/configuration.md")
+    print(f"{target}: {'updated' if update(target) else 'up to date'}")
