@@ -235,6 +235,16 @@ def _git_sha() -> str | None:
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
+def _redact_arg(arg: str) -> str:
+    """`--set password=...` and URLs on the command line are redacted like the config."""
+    from evalbench.config import redact, redact_url
+
+    key, sep, value = arg.partition("=")
+    if sep and redact({key: value}) != {key: value}:
+        return f"{key}=***"
+    return redact_url(arg) if "://" in arg else arg
+
+
 def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any]) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -253,7 +263,7 @@ def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": packages,
-        "command": [os.path.basename(sys.argv[0])] + sys.argv[1:],
+        "command": [os.path.basename(sys.argv[0])] + [_redact_arg(a) for a in sys.argv[1:]],
         "config_file": str(config.source) if config.source else None,
         "config": config.snapshot(),
         "config_fingerprint": config.fingerprint(),
