@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -37,7 +38,7 @@ class StrictModel(BaseModel):
 def _resolve_path(value: Path, info: ValidationInfo) -> Path:
     base = (info.context or {}).get("base_dir")
     if base is not None and not value.is_absolute():
-        value = Path(base) / value
+        value = Path(os.path.normpath(Path(base) / value))  # configs/../results -> results
     return value
 
 

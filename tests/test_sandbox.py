@@ -404,3 +404,15 @@ def test_statement_kind_reads_that_only_mention_a_write_verb(text):
     identifier or a row-locking clause (such reads are not streamed: the sandbox fetches their
     whole result before applying the row cap)."""
     assert statement_kind(text) == ("SELECT", False)
+
+
+def test_statement_splitting_is_thread_safe():
+    """sqlglot's tokenizer keeps state while it runs: each thread must use its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"WITH a{i} AS (SELECT {i} AS x) SELECT x FROM a{i} WHERE x = {i}; SELECT {i}" for i in range(200)]
+    expected = [[t.split("; ")[0], t.split("; ")[1]] for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(5):
+            assert list(pool.map(split_statements, texts)) == expected
+            assert set(pool.map(lambda t: statement_kind(t.split("; ")[0]), texts)) == {("SELECT", False)}

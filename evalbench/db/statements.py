@@ -8,7 +8,7 @@ if it holds more than one command, so a mis-split fails safe.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
 
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
@@ -23,11 +23,17 @@ WRITE_KEYWORDS = READ_KEYWORDS | frozenset(
 STREAM_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "(", "EXPLAIN", "SHOW"})
 
 
-@lru_cache(maxsize=1)
-def _tokenizer():  # type: ignore[no-untyped-def]
-    from sqlglot.dialects.postgres import Postgres
+_local = threading.local()
 
-    return Postgres().tokenizer_class()
+
+def _tokenizer():  # type: ignore[no-untyped-def]
+    """A tokenizer of this thread's own: sqlglot's tokenizer keeps state while it runs."""
+    tokenizer = getattr(_local, "tokenizer", None)
+    if tokenizer is None:
+        from sqlglot.dialects.postgres import Postgres
+
+        tokenizer = _local.tokenizer = Postgres().tokenizer_class()
+    return tokenizer
 
 
 def split_statements(sql: str) -> list[str]:

@@ -101,7 +101,8 @@ class SummaryBuilder:
 
     def result(self, **extra: Any) -> dict[str, Any]:
         scorers: dict[str, dict[str, Any]] = {}
-        for (name, phase), tally in sorted(self.scores.items()):
+        phase_order = {"main": 0, "follow_up": 1}
+        for (name, phase), tally in sorted(self.scores.items(), key=lambda kv: (kv[0][0], phase_order.get(kv[0][1], 9))):
             scorers.setdefault(name, {})[phase] = tally.as_dict(name in self.metric_scorers)
         slices: dict[str, dict[str, Any]] = {}
         for (key, value), counts in sorted(self.slices.items()):
