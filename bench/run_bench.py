@@ -2,7 +2,7 @@
 
     python bench/run_bench.py                       # all three, default sizes
     python bench/run_bench.py throughput --n 1000 10000 100000
-    python bench/run_bench.py latency --latency 0.1 --concurrency 32 --n 2000
+    python bench/run_bench.py latency --latency 0.1 --concurrency 8 32
     python bench/run_bench.py memory --n 1000 100000
 
 throughput: conversations/s end to end with an instant simulated agent (the oracle), on a
@@ -138,14 +138,15 @@ def bench_throughput(sizes: list[int], pgdata: Path) -> None:
               f"{r['agent_calls']:>12} {r['peak_rss_mb']:>12.0f}")
 
 
-def bench_latency(n: int, latency: float, concurrencies: list[int], pgdata: Path) -> None:
-    print(f"latency efficiency (agent latency L={latency}s, single-turn items, N={n})")
-    print(f"{'C':>5} {'ideal conv/s':>13} {'achieved':>9} {'fraction':>9}")
+def bench_latency(n: int | None, latency: float, concurrencies: list[int], pgdata: Path) -> None:
+    print(f"latency efficiency (agent latency L={latency}s, single-turn items; run time includes start-up)")
+    print(f"{'C':>5} {'N':>7} {'ideal conv/s':>13} {'achieved':>9} {'fraction':>9}")
     for c in concurrencies:
-        r = one_run(n, latency=latency, concurrency=c, in_flight=max(64, 2 * c), single_turn=True, pgdata=pgdata)
+        count = n or int(25 * c / latency)  # about 25 s of ideal work, so start-up is amortised
+        r = one_run(count, latency=latency, concurrency=c, in_flight=max(64, 2 * c), single_turn=True, pgdata=pgdata)
         ideal = c / latency
-        achieved = n / r["elapsed_s"]
-        print(f"{c:>5} {ideal:>13.1f} {achieved:>9.1f} {achieved / ideal:>9.1%}")
+        achieved = count / r["elapsed_s"]
+        print(f"{c:>5} {count:>7} {ideal:>13.1f} {achieved:>9.1f} {achieved / ideal:>9.1%}")
 
 
 def bench_memory(sizes: list[int], pgdata: Path) -> None:
@@ -171,7 +172,7 @@ def main() -> None:
         if args.which in ("all", "throughput"):
             bench_throughput(args.n or [1000, 10000], pgdata)
         if args.which in ("all", "latency"):
-            bench_latency((args.n or [2000])[0], args.latency, args.concurrency, pgdata)
+            bench_latency(args.n[0] if args.n else None, args.latency, args.concurrency, pgdata)
         if args.which in ("all", "memory"):
             bench_memory(args.n or [1000, 100000], pgdata)
         print(f"(benchmarks took {time.perf_counter() - started:.0f} s; {os.cpu_count()} cores; "

@@ -2,7 +2,8 @@
 commands so that ``evalbench --help`` stays instant.
 
 Exit codes: 0 the run completed; 2 invalid config or dataset; 3 infrastructure failure (a
-database could not be set up, the journal could not be written); 130 cancelled (Ctrl-C).
+database could not be set up — its items are still journaled, as db_error — or the journal
+could not be written); 130 cancelled (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # psycopg reports a pipeline aborted by a failing agent query, which is an expected outcome
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     from evalbench.errors import EvalbenchError
 
     try:
@@ -110,7 +113,11 @@ def _run(args: argparse.Namespace) -> int:
     config = load_run_config(args.config, **overrides)
     result = run(config, strict=args.strict, progress=not args.no_progress)
     print_summary(result.summary, result.run_dir, sys.stdout)
-    return EXIT_CANCELLED if result.cancelled else EXIT_OK
+    if result.cancelled:
+        return EXIT_CANCELLED
+    if any(info.get("error") for info in result.summary.get("databases", {}).values()):
+        return EXIT_INFRA  # its items are in the journal as db_error, but the run did not really happen
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

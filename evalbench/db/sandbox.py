@@ -20,7 +20,14 @@ from typing import Any, Literal, Sequence
 import psycopg
 from sqlalchemy.pool import QueuePool
 
-from evalbench.db.statements import READ_KEYWORDS, STREAM_KEYWORDS, WRITE_KEYWORDS, split_statements, statement_kind
+from evalbench.db.statements import (
+    DECLARE_KEYWORDS,
+    READ_KEYWORDS,
+    STREAM_KEYWORDS,
+    WRITE_KEYWORDS,
+    split_statements,
+    statement_kind,
+)
 from evalbench.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -123,16 +130,20 @@ class Sandbox:
         conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
         healthy = True
         sequences = None
+        finished = False  # the pipelined path ends its own transaction
         try:
             if writes:
                 sequences = conn.execute(_SEQUENCE_STATE).fetchall()
-            self._run(conn, statements, mode, preprocess, result)
+            if not writes and len(statements) == 1 and _declarable(statements[0]):
+                finished = self._run_pipelined(conn, statements[0], result)
+            else:
+                self._run(conn, statements, mode, preprocess, result)
         except psycopg.OperationalError as exc:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 healthy = False
                 result.error, result.error_kind = _message(exc), "connection"
         finally:
-            if healthy:
+            if healthy and not finished:
                 try:
                     # ROLLBACK also undoes session-level SET / set_config() made inside the
                     # transaction; advisory locks are the one session state that survives it.
@@ -146,6 +157,38 @@ class Sandbox:
             else:
                 fairy.invalidate()
         result.elapsed_s = time.perf_counter() - started
+
+    def _run_pipelined(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> bool:
+        """The common case — one query, read mode, no preprocess_sql — in one round trip:
+        BEGIN READ ONLY, the timeout, DECLARE a cursor for the query, FETCH max_rows + 1,
+        ROLLBACK, all pipelined (extended protocol: one command per message). True when the
+        transaction was ended here; on an error the caller rolls back."""
+        fetch = conn.cursor()
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN READ ONLY")
+                conn.execute(f"SET LOCAL statement_timeout = {self.statement_timeout_ms}")  # type: ignore[call-overload]
+                conn.execute("DECLARE evalbench_result NO SCROLL CURSOR FOR " + statement)  # type: ignore[call-overload]
+                fetch.execute(f"FETCH FORWARD {self.max_rows + 1} FROM evalbench_result")  # type: ignore[call-overload]
+                conn.execute("ROLLBACK")
+                conn.execute("SELECT pg_advisory_unlock_all()")
+            rows = fetch.fetchall()
+            description = fetch.description
+        except psycopg.errors.QueryCanceled as exc:
+            result.error, result.error_kind = _message(exc), "timeout"
+            return False
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError) and conn.closed:
+                raise
+            result.error, result.error_kind = _message(exc), "sql"
+            return False
+        finally:
+            fetch.close()
+        if len(rows) > self.max_rows:
+            rows, result.truncated = rows[: self.max_rows], True
+        result.columns = [c.name for c in description] if description is not None else []
+        result.rows = [tuple(r) for r in rows]
+        return True
 
     def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]]) -> None:
         names, values, called = zip(*state)
@@ -231,6 +274,12 @@ class Sandbox:
             cursor.close()
         result.columns = [c.name for c in description] if description is not None else []
         result.rows = [tuple(r) for r in rows]
+
+
+def _declarable(statement: str) -> bool:
+    """Whether ``DECLARE ... CURSOR FOR statement`` is valid: a query that changes nothing."""
+    verb, modifies = statement_kind(statement)
+    return verb in DECLARE_KEYWORDS and not modifies
 
 
 def _message(exc: BaseException) -> str:
