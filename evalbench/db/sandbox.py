@@ -11,6 +11,7 @@ through the extended query protocol one at a time, which refuses a string of sev
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from contextlib import nullcontext
@@ -18,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 import psycopg
+from psycopg import sql
 from sqlalchemy.pool import QueuePool
 
 from evalbench.db.statements import (
-    DECLARE_KEYWORDS,
     READ_KEYWORDS,
     STREAM_KEYWORDS,
     WRITE_KEYWORDS,
@@ -31,6 +32,9 @@ from evalbench.db.statements import (
 from evalbench.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
+
+# Functions that change session state a committed read-only query would leave behind.
+_SESSION_STATE = re.compile(r"set_config|setseed|advisory", re.IGNORECASE)
 
 # Every sequence and the value it would restart from: (name, value, is_called) for setval().
 _SEQUENCE_STATE = """
@@ -81,7 +85,13 @@ class Sandbox:
         self._chunk = min(max_rows + 1, 1000)
         self._limiter = RateLimiter(executions_per_minute, burst=pool_size) if executions_per_minute else None
         self._pool = QueuePool(
-            lambda: psycopg.connect(conninfo, autocommit=True, connect_timeout=int(connect_timeout_s)),
+            lambda: psycopg.connect(
+                conninfo,
+                autocommit=True,
+                connect_timeout=int(connect_timeout_s),
+                # session defaults: every transaction is read-only unless begun READ WRITE
+                options=f"-c statement_timeout={self.statement_timeout_ms} -c default_transaction_read_only=on",
+            ),
             pool_size=pool_size,
             max_overflow=0,
             timeout=max(60.0, statement_timeout_s * 4),
@@ -134,8 +144,8 @@ class Sandbox:
         try:
             if writes:
                 sequences = conn.execute(_SEQUENCE_STATE).fetchall()
-            if not writes and len(statements) == 1 and _declarable(statements[0]):
-                finished = self._run_pipelined(conn, statements[0], result)
+            if not writes and len(statements) == 1 and _streamable(statements[0]):
+                finished = self._run_single(conn, statements[0], result)
             else:
                 self._run(conn, statements, mode, preprocess, result)
         except psycopg.OperationalError as exc:
@@ -158,46 +168,36 @@ class Sandbox:
                 fairy.invalidate()
         result.elapsed_s = time.perf_counter() - started
 
-    def _run_pipelined(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> bool:
-        """The common case — one query, read mode, no preprocess_sql — in one round trip:
-        BEGIN READ ONLY, the timeout, DECLARE a cursor for the query, FETCH max_rows + 1,
-        ROLLBACK, all pipelined (extended protocol: one command per message). True when the
-        transaction was ended here; on an error the caller rolls back."""
-        fetch = conn.cursor()
+    def _run_single(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> bool:
+        """The common case — one query, read mode, no preprocess_sql — in one round trip: the
+        query runs in its own implicit transaction, read-only and timed out by the session
+        defaults set at connect time. A query that could leave session state behind
+        (set_config, setseed, advisory locks) is followed by a reset. Returns True: nothing
+        is left to roll back."""
         try:
-            with conn.pipeline():
-                conn.execute("BEGIN READ ONLY")
-                conn.execute(f"SET LOCAL statement_timeout = {self.statement_timeout_ms}")  # type: ignore[call-overload]
-                conn.execute("DECLARE evalbench_result NO SCROLL CURSOR FOR " + statement)  # type: ignore[call-overload]
-                fetch.execute(f"FETCH FORWARD {self.max_rows + 1} FROM evalbench_result")  # type: ignore[call-overload]
-                conn.execute("ROLLBACK")
-                conn.execute("SELECT pg_advisory_unlock_all()")
-            rows = fetch.fetchall()
-            description = fetch.description
+            self._fetch(conn, statement, result)
         except psycopg.errors.QueryCanceled as exc:
             result.error, result.error_kind = _message(exc), "timeout"
-            return False
+            result.columns, result.rows = [], []
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError) and conn.closed:
                 raise
             result.error, result.error_kind = _message(exc), "sql"
-            return False
-        finally:
-            fetch.close()
-        if len(rows) > self.max_rows:
-            rows, result.truncated = rows[: self.max_rows], True
-        result.columns = [c.name for c in description] if description is not None else []
-        result.rows = [tuple(r) for r in rows]
+            result.columns, result.rows = [], []
+        if _SESSION_STATE.search(statement):
+            conn.execute("RESET ALL; SELECT pg_advisory_unlock_all()")
         return True
 
     def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]]) -> None:
         names, values, called = zip(*state)
+        restore = sql.SQL(
+            "BEGIN READ WRITE; "  # the session default is read-only
+            "SELECT setval(s::regclass, v, c) FROM unnest({}::text[], {}::bigint[], {}::bool[]) AS x(s, v, c); COMMIT"
+        ).format(sql.Literal(list(names)), sql.Literal(list(values)), sql.Literal(list(called)))
         try:
-            conn.execute(
-                "SELECT setval(s::regclass, v, c) FROM unnest(%s::text[], %s::bigint[], %s::bool[]) AS x(s, v, c)",
-                (list(names), list(values), list(called)),
-            )
+            conn.execute(restore)
         except psycopg.errors.InsufficientPrivilege:
+            conn.execute("ROLLBACK")
             if not self._warned_sequences:
                 self._warned_sequences = True
                 log.warning("cannot restore sequences after write-mode executions (the sandbox user does not own them)")
@@ -212,7 +212,7 @@ class Sandbox:
     ) -> None:
         timeout = f"SET LOCAL statement_timeout = {self.statement_timeout_ms}"
         read_only = mode == "read"
-        conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN; ") + timeout)  # type: ignore[call-overload]
+        conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN READ WRITE; ") + timeout)  # type: ignore[call-overload]
         for text in preprocess:
             try:
                 conn.execute(text)  # type: ignore[call-overload]  # trusted dataset SQL
@@ -276,10 +276,15 @@ class Sandbox:
         result.rows = [tuple(r) for r in rows]
 
 
-def _declarable(statement: str) -> bool:
-    """Whether ``DECLARE ... CURSOR FOR statement`` is valid: a query that changes nothing."""
+def _streamable(statement: str) -> bool:
     verb, modifies = statement_kind(statement)
-    return verb in DECLARE_KEYWORDS and not modifies
+    return verb in STREAM_KEYWORDS and not modifies
+
+
+def _streamable(statement: str) -> bool:
+    """A query that changes nothing: it can run on its own in the session's read-only default."""
+    verb, modifies = statement_kind(statement)
+    return verb in STREAM_KEYWORDS and not modifies
 
 
 def _message(exc: BaseException) -> str:

@@ -19,8 +19,6 @@ READ_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "(", "EXPLAIN", 
 WRITE_KEYWORDS = READ_KEYWORDS | frozenset(
     {"INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "ALTER", "DROP", "TRUNCATE", "COMMENT"}
 )
-# Queries a cursor can be declared for (DECLARE ... CURSOR FOR).
-DECLARE_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "("})
 # Statements whose rows are streamed (and cut at the row cap) rather than fetched whole.
 STREAM_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "(", "EXPLAIN", "SHOW"})
 
