@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any, Sequence
 
-EXIT_OK, EXIT_GATE, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 2, 3, 130
 
 EPILOG = """examples:
   evalbench run --config configs/quickstart.yaml
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
     except EvalbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code if exc.exit_code != 1 else EXIT_INFRA
+        return exc.exit_code
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
         return EXIT_CANCELLED

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 
 class EvalbenchError(Exception):
-    """Base class for errors reported to the user without a traceback."""
+    """Base class for errors reported to the user without a traceback; ``exit_code`` is what
+    the command line returns (3: infrastructure, unless a subclass says otherwise)."""
 
-    exit_code = 1
+    exit_code = 3
 
 
 class ConfigError(EvalbenchError):
@@ -37,5 +38,3 @@ class DatasetError(EvalbenchError):
 
 class ProvisioningError(EvalbenchError):
     """Setting up a database from its setup directory failed."""
-
-    exit_code = 3

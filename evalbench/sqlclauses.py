@@ -10,7 +10,6 @@ from sqlglot import expressions as exp
 _CLAUSES = ("with", "from", "joins", "where", "group", "having", "order", "limit")
 
 
-@lru_cache(maxsize=256)
 def _parse(sql: str) -> exp.Expression | None:
     try:
         return sqlglot.parse_one(sql.strip().rstrip(";"), read="postgres")
@@ -18,14 +17,16 @@ def _parse(sql: str) -> exp.Expression | None:
         return None
 
 
-def golden_clauses(sql: str) -> list[str]:
-    """The top-level clauses of ``sql`` as SQL text: each projection, FROM, each JOIN, WHERE, ..."""
+@lru_cache(maxsize=256)
+def golden_clauses(sql: str) -> tuple[str, ...]:
+    """The top-level clauses of ``sql`` as SQL text: each projection, FROM, each JOIN, WHERE, ...
+    (Cached as immutable text: parse trees are never shared between threads.)"""
     tree = _parse(sql)
     if tree is None:
-        return [sql]
+        return (sql,)
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     if select is None:
-        return [tree.sql(dialect="postgres")]
+        return (tree.sql(dialect="postgres"),)
     clauses = [e.sql(dialect="postgres") for e in select.expressions]
     for key in _CLAUSES:
         value = select.args.get(key)
@@ -33,13 +34,14 @@ def golden_clauses(sql: str) -> list[str]:
             continue
         for part in value if isinstance(value, list) else [value]:
             clauses.append(part.sql(dialect="postgres"))
-    return clauses
+    return tuple(clauses)
 
 
-def identifiers(sql: str) -> list[str]:
+@lru_cache(maxsize=256)
+def identifiers(sql: str) -> tuple[str, ...]:
     """Column and table names used in ``sql``, longest first, without duplicates."""
     tree = _parse(sql)
     if tree is None:
-        return []
+        return ()
     names = {c.name for c in tree.find_all(exp.Column) if c.name} | {t.name for t in tree.find_all(exp.Table) if t.name}
-    return sorted(names, key=lambda n: (-len(n), n))
+    return tuple(sorted(names, key=lambda n: (-len(n), n)))
