@@ -416,3 +416,14 @@ def test_statement_splitting_is_thread_safe():
         for _ in range(5):
             assert list(pool.map(split_statements, texts)) == expected
             assert set(pool.map(lambda t: statement_kind(t.split("; ")[0]), texts)) == {("SELECT", False)}
+
+
+def test_session_settings_changed_by_a_single_query_do_not_leak(sandbox):
+    """The single-query path commits its implicit transaction, so session changes are reset."""
+    for changer in (
+        "SELECT set_config('statement_timeout', '0', false)",
+        'SELECT U&"set\\005Fconfig"(\'statement_timeout\', \'0\', false)',
+    ):
+        assert sandbox.execute(changer).ok
+        for _ in range(3):  # whichever pooled connection runs next
+            assert sandbox.execute("SHOW statement_timeout").rows != [("0",)]

@@ -33,8 +33,9 @@ from evalbench.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
-# Functions that change session state a committed read-only query would leave behind.
-_SESSION_STATE = re.compile(r"set_config|setseed|advisory", re.IGNORECASE)
+# Functions that change session state a committed read-only query would leave behind; U& names
+# (unicode escapes) could spell them otherwise, so they trigger the reset too.
+_SESSION_STATE = re.compile(r"set_config|setseed|advisory|u&", re.IGNORECASE)
 
 # Every sequence and the value it would restart from: (name, value, is_called) for setval().
 _SEQUENCE_STATE = """
@@ -140,7 +141,7 @@ class Sandbox:
         conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
         healthy = True
         sequences = None
-        finished = False  # the pipelined path ends its own transaction
+        finished = False  # the single-query path leaves no transaction to roll back
         try:
             if writes:
                 sequences = conn.execute(_SEQUENCE_STATE).fetchall()
