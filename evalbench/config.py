@@ -31,73 +31,20 @@ from evalbench.errors import ConfigError
 from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
 
 
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+from evalbench.config_types import ExistingPath, ResolvedPath, StrictModel  # noqa: E402
 
-
-def _resolve_path(value: Path, info: ValidationInfo) -> Path:
-    base = (info.context or {}).get("base_dir")
-    if base is not None and not value.is_absolute():
-        value = Path(os.path.normpath(Path(base) / value))  # configs/../results -> results
-    return value
-
-
-def _existing_path(value: Path, info: ValidationInfo) -> Path:
-    value = _resolve_path(value, info)
-    if not value.exists():
-        raise ValueError(f"path does not exist: {value}")
-    return value
-
-
-ResolvedPath = Annotated[Path, AfterValidator(_resolve_path)]
-ExistingPath = Annotated[Path, AfterValidator(_existing_path)]
 
 
 # --------------------------------------------------------------------------- agents
 
-
-class SimulatedAgentConfig(StrictModel):
-    """Offline agents: ``simulated:oracle`` answers with the golden SQL; ``simulated:noisy`` is seeded
-    and fails in realistic ways at the configured rates."""
-
-    agent: Literal["simulated:oracle", "simulated:noisy"] = Field(description="which simulated agent (EvalBench key: generator)")
-    seed: int | None = Field(None, description="seed of the agent's failures (default: the run seed)")
-    latency_s: float = Field(0.0, ge=0, description="simulated time per turn, in seconds")
-    session: Literal["sticky", "per_turn"] = Field(
-        "sticky", description="per_turn opens a new session every turn: only to show how an agent that forgets fails"
-    )
-    failure_rates: dict[str, float] = Field(
-        default_factory=dict,
-        description="noisy agent: probability of each failure kind per phase (see docs/agents.md)",
-    )
-
-    @field_validator("failure_rates")
-    @classmethod
-    def _known_failures(cls, value: dict[str, float]) -> dict[str, float]:
-        from evalbench.agents.simulated import FAILURE_KINDS
-
-        for kind, rate in value.items():
-            if kind not in FAILURE_KINDS:
-                raise ValueError(f"unknown failure kind {kind!r} (known: {', '.join(FAILURE_KINDS)})")
-            if not 0 <= rate <= 1:
-                raise ValueError(f"rate of {kind!r} must be between 0 and 1, got {rate}")
-        if sum(value.values()) > 1:
-            raise ValueError("failure rates add up to more than 1")
-        return value
-
-
-AgentConfig = Annotated[Union[SimulatedAgentConfig], Field(discriminator="agent")]
-
-
-def _agent_shorthand(value: Any) -> Any:
-    # `model_config: simulated:oracle` is shorthand for `{agent: simulated:oracle}`; EvalBench's
-    # `generator` key names the agent too.
-    if isinstance(value, str) and not value.endswith((".yaml", ".yml")):
-        return {"agent": value}
-    if isinstance(value, dict) and "generator" in value and "agent" not in value:
-        value = dict(value)
-        value["agent"] = value.pop("generator")
-    return value
+from evalbench.agents.config import (  # noqa: E402  (the agent configs live beside the agents)
+    AgentConfig,
+    AdkAgentConfig,
+    GeminiAgentConfig,
+    OpenAICompatAgentConfig,
+    SimulatedAgentConfig,
+    _agent_shorthand,
+)
 
 
 # --------------------------------------------------------------------------- virtual user

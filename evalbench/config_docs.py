@@ -19,6 +19,7 @@ END = "<!-- END GENERATED -->"
 
 def _models() -> list[tuple[str, type[BaseModel]]]:
     from evalbench import config
+    from evalbench.agents import config as agents
 
     return [
         ("Run config", config.RunConfig),
@@ -27,7 +28,12 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
         ("`embedded`", config.EmbeddedConfig),
         ("`reporting.csv`", config.CsvReportingConfig),
         ("Database config (each entry of `database_configs`)", config.DatabaseConfig),
-        ("Agent `simulated:oracle` / `simulated:noisy` (`model_config`)", config.SimulatedAgentConfig),
+        ("Agent `simulated:oracle` / `simulated:noisy` (`model_config`)", agents.SimulatedAgentConfig),
+        ("Agent `adk` (`model_config`; EvalBench `generator: querydata`)", agents.AdkAgentConfig),
+        ("`reply` of the `adk` agent", agents.ReplyConvention),
+        ("`retry` of the `adk`, `gemini` and `openai_compat` agents", agents.RetryConfig),
+        ("Agent `gemini` (`model_config`; EvalBench `generator: gcp_vertex_gemini`)", agents.GeminiAgentConfig),
+        ("Agent `openai_compat` (`model_config`)", agents.OpenAICompatAgentConfig),
         ("Virtual user `rules` (`vuser_model_config`)", config.RulesVUserConfig),
     ]
 

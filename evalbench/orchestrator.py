@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalbench import __version__
-from evalbench.agents import build_agent
+from evalbench.agents import AgentContext, build_agent
 from evalbench.config import RunConfig
 from evalbench.conversation import Conversation, Outcome, Stage, conversation_seed, fail
 from evalbench.dataset import Dataset, RecordError
@@ -27,6 +27,7 @@ from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
 from evalbench.db.provision import ProvisionReport, find_setup, provision
 from evalbench.db.sandbox import Sandbox
+from evalbench.db.schema import SchemaCatalog
 from evalbench.db.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError
 from evalbench.results.rundir import RunWriter
@@ -72,9 +73,11 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
             file=str(dataset.path),
         )
 
+    knowledge = load_knowledge(config.knowledge_path)
+    schemas = SchemaCatalog()
     try:
-        agent = build_agent(config.agent, config.seed)
-        vuser = build_vuser(config.vuser, config.seed, load_knowledge(config.knowledge_path))
+        agent = build_agent(config.agent, AgentContext(seed=config.seed, schema=schemas, knowledge=knowledge))
+        vuser = build_vuser(config.vuser, config.seed, knowledge)
         scorers = build_scorers(config.scorers)
     except (KeyError, ValueError) as exc:
         raise ConfigError(str(exc), file=str(config.source) if config.source else None) from None
@@ -136,6 +139,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
             executions_per_minute=db_config.max_executions_per_minute,
         )
         sandboxes.append(sandbox)
+        schemas.register(dialect, database, libpq_conninfo(url))
         work = StageWork(Parts(agent, vuser, sandbox, scorers))
         for item in dataset.items(group):
             conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,

@@ -7,12 +7,15 @@ for every clarification answer and for the follow-up question, closed when it co
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from evalbench.registry import Registry
 
 if TYPE_CHECKING:
     from evalbench.conversation import AgentReply, Conversation
+    from evalbench.dataset.knowledge import Knowledge
 
 
 class AgentSession(Protocol):
@@ -34,12 +37,36 @@ class Agent(Protocol):
     def close(self) -> None: ...
 
 
-AgentFactory = Callable[[Any, int], Agent]  # (agent config, run seed) -> Agent
+def _no_schema(dialect: str, database: str) -> str:
+    return ""
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What the run gives an agent besides its config."""
+
+    seed: int = 0
+    schema: Callable[[str, str], str] = _no_schema  # (dialect, database) -> schema text
+    knowledge: "Knowledge" = field(default_factory=dict)
+
+
+AgentFactory = Callable[[Any, AgentContext], Agent]  # (agent config, context) -> Agent
 AGENTS: Registry[AgentFactory] = Registry("agent")
 
+# The module that registers each agent kind, imported only when that kind is used.
+_MODULES = {
+    "simulated:oracle": "evalbench.agents.simulated",
+    "simulated:noisy": "evalbench.agents.simulated",
+    "adk": "evalbench.agents.adk",
+    "gemini": "evalbench.agents.gemini",
+    "openai_compat": "evalbench.agents.openai_compat",
+}
 
-def build_agent(config: Any, run_seed: int) -> Agent:
+
+def build_agent(config: Any, context: AgentContext | int = 0) -> Agent:
     """The agent named by ``config.agent``."""
-    import evalbench.agents.simulated  # noqa: F401  (registers the offline agents)
-
-    return AGENTS.get(config.agent)(config, run_seed)
+    if isinstance(context, int):
+        context = AgentContext(seed=context)
+    if config.agent in _MODULES and config.agent not in AGENTS:
+        importlib.import_module(_MODULES[config.agent])
+    return AGENTS.get(config.agent)(config, context)

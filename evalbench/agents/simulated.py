@@ -15,7 +15,7 @@ from typing import Any
 import sqlglot
 from sqlglot import expressions as exp
 
-from evalbench.agents import AGENTS
+from evalbench.agents import AGENTS, AgentContext
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, conversation_seed
 
 FAILURE_KINDS = (
@@ -44,10 +44,10 @@ DEFAULT_FAILURE_RATES = {
 
 
 class SimulatedAgent:
-    def __init__(self, config: Any, run_seed: int) -> None:
+    def __init__(self, config: Any, context: AgentContext) -> None:
         self.name = config.agent
         self.noisy = config.agent == "simulated:noisy"
-        self.seed = config.seed if config.seed is not None else run_seed
+        self.seed = config.seed if config.seed is not None else context.seed
         self.latency_s = config.latency_s
         self.sticky = config.session == "sticky"
         rates = dict(DEFAULT_FAILURE_RATES) if self.noisy else {}
