@@ -1,0 +1,335 @@
+"""Agents served by Google ADK's ``adk api_server`` (EvalBench's data-agent mode).
+
+One ADK session per conversation: created at the first message, reused for every clarification
+answer and the follow-up question, deleted when the conversation completes. A turn is one
+``POST /run`` (or ``/run_sse``); its events are classified into sql / clarification / answer /
+error by the configured reply convention (docs/agents.md).
+
+A turn that may have reached the agent — an HTTP 500 (ADK answers 500 for any agent exception,
+an upstream 429 included), a read timeout, a connection dropped mid-request — is never sent
+again: it becomes a turn error with its status and body. Only requests that cannot have reached
+the agent (connection refused, 429 or 503 from the server) are retried, with backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents.config import AdkAgentConfig, ReplyConvention
+from evalbench.agents.limits import CallLimiter, backoff_delay, parse_retry_after
+from evalbench.config import redact_url
+from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
+
+log = logging.getLogger(__name__)
+
+REQUEST_INPUT = "adk_request_input"
+_RETRY_STATUSES = {429, 503}
+_FENCED_SQL = re.compile(r"```(?:sql|postgresql|postgres)?\s*\n(.*?)```", re.IGNORECASE | re.DOTALL)
+_BODY_KEPT = 2000  # characters of an error body kept on the turn
+
+
+class TurnFailed(Exception):
+    """A request failed; ``kind`` says how (for the outcome), ``retryable`` whether it could not
+    have reached the agent."""
+
+    def __init__(self, message: str, kind: str, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.retryable, self.retry_after = kind, retryable, retry_after
+
+
+class AdkAgent:
+    name = "adk"
+
+    def __init__(self, config: AdkAgentConfig, context: AgentContext) -> None:
+        self.config = config
+        self.sticky = config.session == "sticky"
+        self.limiter = CallLimiter(config.execs_per_minute, config.max_concurrency)
+        self._rng = random.Random(context.seed)
+        headers = {name: value.get_secret_value() for name, value in config.headers.items()}
+        timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
+        self.client = httpx.Client(base_url=config.base_url.rstrip("/"), headers=headers, timeout=timeout)
+        self._sessions_path = f"/apps/{config.app_name}/users/{config.user_id}/sessions"
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "agent": self.name, "base_url": redact_url(c.base_url), "app_name": c.app_name, "user_id": c.user_id,
+            "endpoint": c.endpoint, "session": c.session, "reply": c.reply.model_dump(),
+            "header_names": sorted(c.headers), "read_timeout_s": c.read_timeout_s,
+            "execs_per_minute": c.execs_per_minute, "max_concurrency": c.max_concurrency,
+        }
+
+    def open_session(self, conversation: Conversation) -> "AdkSession":
+        response = self.request("POST", self._sessions_path, json={})
+        session_id = response.json().get("id")
+        if not session_id:
+            raise TurnFailed(f"session creation returned no id: {response.text[:_BODY_KEPT]}", "protocol", False)
+        return AdkSession(self, session_id)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One HTTP request with the retries allowed for requests that never reached the agent.
+        Raises :class:`TurnFailed` when it did not succeed."""
+        retry = self.config.retry
+        for attempt in range(retry.max_retries + 1):
+            try:
+                return self._once(method, path, **kwargs)
+            except TurnFailed as failure:
+                if not failure.retryable or attempt == retry.max_retries:
+                    raise
+                delay = backoff_delay(attempt, retry.backoff_s, retry.max_backoff_s, failure.retry_after, self._rng)
+                log.info("%s %s: %s; retrying in %.2f s", method, path, failure, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.client.request(method, path, **kwargs)
+        except httpx.ConnectError as exc:  # nothing was sent
+            raise TurnFailed(f"cannot connect to {redact_url(self.config.base_url)}: {exc}", "connection", True) from None
+        except httpx.ConnectTimeout:
+            raise TurnFailed("connect timeout", "connection", True) from None
+        except httpx.TimeoutException:  # sent, no answer in time: the agent may be working on it
+            raise TurnFailed(f"no answer within {self.config.read_timeout_s} s", "timeout", False) from None
+        except httpx.TransportError as exc:  # dropped mid-request: it may have reached the agent
+            raise TurnFailed(f"connection lost during the request: {exc}", "connection", False) from None
+        if response.status_code in _RETRY_STATUSES:
+            raise TurnFailed(
+                f"HTTP {response.status_code}: {response.text[:_BODY_KEPT]}",
+                f"http_{response.status_code}",
+                True,
+                parse_retry_after(response.headers.get("retry-after")),
+            )
+        if response.status_code >= 400:
+            raise TurnFailed(f"HTTP {response.status_code}: {response.text[:_BODY_KEPT]}", f"http_{response.status_code}", False)
+        return response
+
+
+@dataclass
+class PendingInput:
+    """An ``adk_request_input`` call waiting for the user's answer."""
+
+    call_id: str
+    invocation_id: str | None
+
+
+class AdkSession:
+    def __init__(self, agent: AdkAgent, session_id: str) -> None:
+        self.agent = agent
+        self.session_id = session_id
+        self.pending: PendingInput | None = None
+
+    def send(self, text: str) -> AgentReply:
+        config = self.agent.config
+        if self.pending is not None:  # the answer to an adk_request_input goes back as its response
+            parts: list[dict[str, Any]] = [
+                {"functionResponse": {"id": self.pending.call_id, "name": REQUEST_INPUT, "response": {"result": text}}}
+            ]
+        else:
+            parts = [{"text": text}]
+        body: dict[str, Any] = {
+            "appName": config.app_name,
+            "userId": config.user_id,
+            "sessionId": self.session_id,
+            "newMessage": {"role": "user", "parts": parts},
+        }
+        if self.pending is not None and self.pending.invocation_id:
+            body["invocationId"] = self.pending.invocation_id
+        self.pending = None
+        started = time.perf_counter()
+        try:
+            with self.agent.limiter.slot():
+                sent = time.perf_counter()
+                if config.endpoint == "run_sse":
+                    body["streaming"] = False
+                    response = self.agent.request("POST", "/run_sse", json=body)
+                    events = parse_sse(response.text)
+                else:
+                    response = self.agent.request("POST", "/run", json=body)
+                    events = response.json()
+        except TurnFailed as failure:
+            return AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind,
+                              latency_s=time.perf_counter() - started)
+        except ValueError as exc:  # not JSON
+            return AgentReply(ReplyKind.ERROR, error=f"malformed reply: {exc}", error_kind="protocol",
+                              latency_s=time.perf_counter() - started)
+        reply = classify(events, config.reply)
+        reply.latency_s = time.perf_counter() - sent
+        reply.raw = _truncate(json.dumps(events, default=str), config.raw_events_max_chars)
+        if reply.kind is ReplyKind.CLARIFICATION:
+            self.pending = pending_input(events)
+        return reply
+
+    def close(self) -> None:
+        path = f"{self.agent._sessions_path}/{self.session_id}"
+        try:
+            self.agent._once("DELETE", path)
+        except TurnFailed as failure:
+            log.warning("deleting ADK session %s failed: %s", self.session_id, failure)
+
+
+# --------------------------------------------------------------------------- reading events
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    """The events of a ``/run_sse`` body: one ``data: <json>`` line per event."""
+    events = []
+    for line in text.splitlines():
+        if line.startswith("data:"):
+            payload = line[5:].strip()
+            if payload:
+                events.append(json.loads(payload))
+    return events
+
+
+def classify(events: Any, convention: ReplyConvention) -> AgentReply:
+    """Read one turn's events as exactly one reply kind (rules in docs/agents.md)."""
+    if not isinstance(events, list):
+        return AgentReply(ReplyKind.ERROR, error=f"expected a list of events, got {type(events).__name__}", error_kind="protocol")
+    calls: dict[str, ToolCall] = {}
+    ordered: list[ToolCall] = []
+    texts: list[str] = []
+    long_running: set[str] = set()
+    usage = TokenUsage()
+    error = None
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        if event.get("errorCode") or event.get("errorMessage"):
+            error = f"{event.get('errorCode') or 'error'}: {event.get('errorMessage') or ''}".strip()
+        long_running.update(event.get("longRunningToolIds") or [])
+        meta = event.get("usageMetadata") or {}
+        usage.prompt += int(meta.get("promptTokenCount") or 0)
+        usage.completion += int(meta.get("candidatesTokenCount") or 0)
+        usage.total += int(meta.get("totalTokenCount") or 0)
+        content = event.get("content") or {}
+        if content.get("role") == "user":
+            continue
+        for part in content.get("parts") or []:
+            if part.get("functionCall"):
+                fc = part["functionCall"]
+                call = ToolCall(name=fc.get("name", ""), args=fc.get("args") or {}, id=fc.get("id"))
+                ordered.append(call)
+                if call.id:
+                    calls[call.id] = call
+            elif part.get("functionResponse"):
+                fr = part["functionResponse"]
+                call = calls.get(fr.get("id") or "")
+                if call is None:  # a response without a visible call (e.g. a tool run server-side)
+                    call = ToolCall(name=fr.get("name", ""), id=fr.get("id"))
+                    ordered.append(call)
+                call.response = fr.get("response")
+            elif part.get("text") and not part.get("thought"):
+                texts.append(part["text"])
+    text = "\n".join(t.strip() for t in texts if t.strip())
+    base = dict(text=text, tool_calls=ordered, usage=usage)
+    if error is not None:
+        return AgentReply(ReplyKind.ERROR, error=error, error_kind="agent", **base)
+    order = ["gda", "request_input", "sql_tool", "text"] if convention.convention == "auto" else [convention.convention]
+    for name in order:
+        reply = _READERS[name](ordered, text, long_running, convention)
+        if reply is not None:
+            reply.tool_calls, reply.usage = ordered, usage
+            if not reply.text:
+                reply.text = text
+            return reply
+    if not events or (not text and not ordered):
+        return AgentReply(ReplyKind.ERROR, error="the agent's turn had no content", error_kind="empty", **base)
+    return AgentReply(ReplyKind.ANSWER, **base)
+
+
+def _gda(calls: list[ToolCall], text: str, long_running: set[str], c: ReplyConvention) -> AgentReply | None:
+    """EvalBench/GDA: the tool's response.result is a JSON string with generatedQuery or
+    disambiguationQuestion. The last such response decides; SQL wins over a question."""
+    for call in reversed(calls):
+        if call.name != c.gda_tool or call.response is None:
+            continue
+        result = call.response.get("result", call.response) if isinstance(call.response, dict) else call.response
+        if isinstance(result, str):
+            try:
+                result = json.loads(result)
+            except json.JSONDecodeError:
+                return AgentReply(ReplyKind.ERROR, error=f"{c.gda_tool} result is not JSON: {result[:200]}", error_kind="protocol")
+        if not isinstance(result, dict):
+            return AgentReply(ReplyKind.ERROR, error=f"{c.gda_tool} result is not an object", error_kind="protocol")
+        sql = result.get("generatedQuery")
+        question = result.get("disambiguationQuestion")
+        if isinstance(question, list):
+            question = " ".join(str(q) for q in question if q)
+        if sql:
+            return AgentReply(ReplyKind.SQL, sql=str(sql), text=text or str(result.get("naturalLanguageAnswer") or ""))
+        if question:
+            return AgentReply(ReplyKind.CLARIFICATION, text=str(question))
+        return AgentReply(ReplyKind.ANSWER, text=text or str(result.get("naturalLanguageAnswer") or ""))
+    return None
+
+
+def _request_input(calls: list[ToolCall], text: str, long_running: set[str], c: ReplyConvention) -> AgentReply | None:
+    """ADK's long-running adk_request_input: the first pending call is the question."""
+    for call in calls:
+        if call.name == REQUEST_INPUT and call.id in long_running and call.response is None:
+            question = call.args.get("message") or call.args.get("question") or text or json.dumps(call.args)
+            return AgentReply(ReplyKind.CLARIFICATION, text=str(question))
+    return None
+
+
+def pending_input(events: list[dict[str, Any]]) -> PendingInput | None:
+    """The first adk_request_input call of the turn still waiting for an answer, if any."""
+    answered = {
+        part["functionResponse"].get("id")
+        for event in events
+        for part in ((event.get("content") or {}).get("parts") or [])
+        if part.get("functionResponse")
+    }
+    for event in events:
+        waiting = set(event.get("longRunningToolIds") or [])
+        for part in (event.get("content") or {}).get("parts") or []:
+            call = part.get("functionCall") or {}
+            if call.get("name") == REQUEST_INPUT and call.get("id") in waiting and call.get("id") not in answered:
+                return PendingInput(call["id"], event.get("invocationId"))
+    return None
+
+
+def _sql_tool(calls: list[ToolCall], text: str, long_running: set[str], c: ReplyConvention) -> AgentReply | None:
+    """A named SQL tool: the last call's ``sql_arg`` is the SQL."""
+    if not c.sql_tool:
+        return None
+    for call in reversed(calls):
+        if call.name == c.sql_tool and call.args.get(c.sql_arg):
+            return AgentReply(ReplyKind.SQL, sql=str(call.args[c.sql_arg]))
+    return None
+
+
+def _text(calls: list[ToolCall], text: str, long_running: set[str], c: ReplyConvention) -> AgentReply | None:
+    """Plain text: the last fenced SQL block is the SQL; otherwise text whose last line asks
+    something is a clarification; otherwise an answer."""
+    blocks = _FENCED_SQL.findall(text)
+    if blocks and blocks[-1].strip():
+        return AgentReply(ReplyKind.SQL, sql=blocks[-1].strip(), text=text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[-1].endswith("?"):
+        return AgentReply(ReplyKind.CLARIFICATION, text=text)
+    return None
+
+
+_READERS = {"gda": _gda, "request_input": _request_input, "sql_tool": _sql_tool, "text": _text}
+
+
+def _truncate(text: str, limit: int) -> str | None:
+    if limit <= 0:
+        return None
+    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
+
+
+AGENTS.register("adk")(AdkAgent)

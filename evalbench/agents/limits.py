@@ -1,0 +1,65 @@
+"""Limits and retries shared by the network agents.
+
+A :class:`CallLimiter` bounds calls per minute (a real rate, spaced by a token bucket) and calls in
+flight (a semaphore). :func:`backoff_delay` gives exponential backoff with full jitter that
+honours ``Retry-After``. Which failures may be retried is the adapter's decision: only requests
+that cannot have reached the agent (connection refused, 429, 503 before processing).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from evalbench.ratelimit import RateLimiter
+
+
+class CallLimiter:
+    def __init__(self, per_minute: float | None = None, max_concurrency: int | None = None) -> None:
+        self._rate = RateLimiter(per_minute) if per_minute else None
+        self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
+
+    @contextmanager
+    def slot(self) -> Iterator[float]:
+        """Hold a concurrency slot and a rate token for one call; yields the seconds waited."""
+        started = time.monotonic()
+        if self._slots is not None:
+            self._slots.acquire()
+        try:
+            if self._rate is not None:
+                self._rate.acquire()
+            yield time.monotonic() - started
+        finally:
+            if self._slots is not None:
+                self._slots.release()
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_delay(attempt: int, base_s: float, max_s: float, retry_after: float | None = None,
+                  rng: random.Random | None = None) -> float:
+    """Delay before retry number ``attempt`` (0-based): full jitter over an exponential window,
+    never shorter than the server's ``Retry-After``, never longer than ``max_s``."""
+    window = min(max_s, base_s * (2**attempt))
+    delay = (rng or random).uniform(0, window)
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return min(delay, max_s)
