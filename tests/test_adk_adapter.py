@@ -26,7 +26,9 @@ def model(*parts, **extra):
 
 
 def gda_response(result, call_id="c1"):
-    return model({"functionResponse": {"id": call_id, "name": "cloud_gda_query_tool_alloydb", "response": {"result": result}}})
+    # ADK puts function responses in content with role "user"
+    return {"author": "agent", "invocationId": "inv-1", "content": {"role": "user", "parts": [
+        {"functionResponse": {"id": call_id, "name": "cloud_gda_query_tool_alloydb", "response": {"result": result}}}]}}
 
 
 def gda_call(call_id="c1"):

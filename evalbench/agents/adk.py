@@ -214,8 +214,7 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
         usage.completion += int(meta.get("candidatesTokenCount") or 0)
         usage.total += int(meta.get("totalTokenCount") or 0)
         content = event.get("content") or {}
-        if content.get("role") == "user":
-            continue
+        from_user = content.get("role") == "user"  # ADK puts tool responses in "user" content
         for part in content.get("parts") or []:
             if part.get("functionCall"):
                 fc = part["functionCall"]
@@ -230,7 +229,7 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
                     call = ToolCall(name=fr.get("name", ""), id=fr.get("id"))
                     ordered.append(call)
                 call.response = fr.get("response")
-            elif part.get("text") and not part.get("thought"):
+            elif part.get("text") and not part.get("thought") and not from_user:
                 texts.append(part["text"])
     text = "\n".join(t.strip() for t in texts if t.strip())
     base = dict(text=text, tool_calls=ordered, usage=usage)
