@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+
+from tests.adk_server import APPS_DIR, adk_executable, start_adk_server, stop_adk_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "datasets" / "demo"
@@ -60,3 +64,38 @@ def demo_sandbox(pgdata: Path):
     sandbox = Sandbox(libpq_conninfo(target.url(user=report.sandbox_user)), pool_size=4, statement_timeout_s=5, max_rows=1000)
     yield sandbox
     sandbox.close()
+
+
+# ----------------------------------------------------------------- a real adk api_server
+
+
+def _adk_installed() -> bool:
+    # find_spec, not import: importing google.adk here could warn (warnings are errors in tests)
+    try:
+        return importlib.util.find_spec("google.adk") is not None and adk_executable() is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def adk_db_url(request: pytest.FixtureRequest, pgdata: Path) -> str:
+    """libpq URL of the demo database ``greenleaf`` in the private embedded server."""
+    request.getfixturevalue("demo_sandbox")  # provisions greenleaf
+    from evalbench.db.embedded import embedded_url
+
+    return embedded_url(pgdata, "greenleaf")
+
+
+@pytest.fixture(scope="session")
+def adk_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Base URL of ``adk api_server tests/adk_apps`` (started once per test session)."""
+    if not _adk_installed():
+        pytest.skip("google-adk (the `adk` command) is not installed")
+    db_url = request.getfixturevalue("adk_db_url")
+    env = {
+        "EVALBENCH_TEST_AGENT_DB_URL": db_url,
+        "EVALBENCH_TEST_AGENT_DATASET": str(DEMO / "greenleaf.jsonl"),
+    }
+    base_url, process = start_adk_server(APPS_DIR, env)
+    yield base_url
+    stop_adk_server(process)

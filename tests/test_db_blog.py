@@ -35,6 +35,12 @@ def test_db_blog_oracle(tmp_path, pgdata):
     summary = result.summary
     assert summary["total_items"] == 201 and summary["dataset"]["record_errors"] == 0
     main = summary["scorers"]["exec_match"]["main"]
+    failed = [
+        (r["item_id"], r["phases"][0]["scores"]["exec_match"]["detail"])
+        for r in read_journal(result.run_dir)
+        if r["phases"][0]["scores"]["exec_match"]["passed"] is False
+    ]
+    assert not failed, failed  # names the item if this ever fails
     both_empty = main.pop("flags")["both_empty"]
     assert main == {"applicable": 121, "not_applicable": 80, "passed": 121, "rate": 1.0}
     assert 20 <= both_empty <= 23  # the dataset notes 23 empty goldens; some depend on NOW()

@@ -17,6 +17,7 @@ import json
 import logging
 import random
 import re
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +54,16 @@ class AdkAgent:
         self.config = config
         self.sticky = config.session == "sticky"
         self.limiter = CallLimiter(config.execs_per_minute, config.max_concurrency)
-        self._rng = random.Random(context.seed)
-        headers = {name: value.get_secret_value() for name, value in config.headers.items()}
-        timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
-        self.client = httpx.Client(base_url=config.base_url.rstrip("/"), headers=headers, timeout=timeout)
-        self._sessions_path = f"/apps/{config.app_name}/users/{config.user_id}/sessions"
+        self.rng = random.Random(context.seed)
+        self.sessions_path = f"/apps/{config.app_name}/users/{config.user_id}/sessions"
+        self._headers = {name: value.get_secret_value() for name, value in config.headers.items()}
+        self._timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
+        self._ssl = ssl.create_default_context()  # one TLS context for every session's client
+
+    def new_client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.config.base_url.rstrip("/"), headers=self._headers, timeout=self._timeout, verify=self._ssl
+        )
 
     def describe(self) -> dict[str, Any]:
         c = self.config
@@ -69,39 +75,70 @@ class AdkAgent:
         }
 
     def open_session(self, conversation: Conversation) -> "AdkSession":
-        response = self.request("POST", self._sessions_path, json={})
-        session_id = response.json().get("id")
-        if not session_id:
-            raise TurnFailed(f"session creation returned no id: {response.text[:_BODY_KEPT]}", "protocol", False)
-        return AdkSession(self, session_id)
+        session = AdkSession(self)
+        try:
+            response = session.request("POST", self.sessions_path, json={})
+            session.session_id = str(response.json().get("id") or "")
+            if not session.session_id:
+                raise TurnFailed(f"session creation returned no id: {response.text[:_BODY_KEPT]}", "protocol", False)
+        except BaseException:
+            session.client.close()
+            raise
+        return session
 
     def close(self) -> None:
-        self.client.close()
+        pass  # each session closes its own client
+
+
+@dataclass
+class PendingInput:
+    """An ``adk_request_input`` call waiting for the user's answer."""
+
+    call_id: str
+    invocation_id: str | None
+
+
+class AdkSession:
+    """One ADK session, with an HTTP client of its own: after a failed request the server may
+    have closed the connection without saying so (uvicorn does after a 500), and a new client
+    keeps that from failing the next request of another conversation."""
+
+    def __init__(self, agent: AdkAgent) -> None:
+        self.agent = agent
+        self.client = agent.new_client()
+        self.session_id = ""
+        self.pending: PendingInput | None = None
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One HTTP request with the retries allowed for requests that never reached the agent.
         Raises :class:`TurnFailed` when it did not succeed."""
-        retry = self.config.retry
+        retry = self.agent.config.retry
         for attempt in range(retry.max_retries + 1):
             try:
                 return self._once(method, path, **kwargs)
             except TurnFailed as failure:
+                self._new_connection()
                 if not failure.retryable or attempt == retry.max_retries:
                     raise
-                delay = backoff_delay(attempt, retry.backoff_s, retry.max_backoff_s, failure.retry_after, self._rng)
+                delay = backoff_delay(attempt, retry.backoff_s, retry.max_backoff_s, failure.retry_after, self.agent.rng)
                 log.info("%s %s: %s; retrying in %.2f s", method, path, failure, delay)
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
+    def _new_connection(self) -> None:
+        self.client.close()
+        self.client = self.agent.new_client()
+
     def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        base_url = redact_url(self.agent.config.base_url)
         try:
             response = self.client.request(method, path, **kwargs)
         except httpx.ConnectError as exc:  # nothing was sent
-            raise TurnFailed(f"cannot connect to {redact_url(self.config.base_url)}: {exc}", "connection", True) from None
+            raise TurnFailed(f"cannot connect to {base_url}: {exc}", "connection", True) from None
         except httpx.ConnectTimeout:
-            raise TurnFailed("connect timeout", "connection", True) from None
+            raise TurnFailed(f"connect timeout ({base_url})", "connection", True) from None
         except httpx.TimeoutException:  # sent, no answer in time: the agent may be working on it
-            raise TurnFailed(f"no answer within {self.config.read_timeout_s} s", "timeout", False) from None
+            raise TurnFailed(f"no answer within {self.agent.config.read_timeout_s} s", "timeout", False) from None
         except httpx.TransportError as exc:  # dropped mid-request: it may have reached the agent
             raise TurnFailed(f"connection lost during the request: {exc}", "connection", False) from None
         if response.status_code in _RETRY_STATUSES:
@@ -114,21 +151,6 @@ class AdkAgent:
         if response.status_code >= 400:
             raise TurnFailed(f"HTTP {response.status_code}: {response.text[:_BODY_KEPT]}", f"http_{response.status_code}", False)
         return response
-
-
-@dataclass
-class PendingInput:
-    """An ``adk_request_input`` call waiting for the user's answer."""
-
-    call_id: str
-    invocation_id: str | None
-
-
-class AdkSession:
-    def __init__(self, agent: AdkAgent, session_id: str) -> None:
-        self.agent = agent
-        self.session_id = session_id
-        self.pending: PendingInput | None = None
 
     def send(self, text: str) -> AgentReply:
         config = self.agent.config
@@ -145,25 +167,24 @@ class AdkSession:
             "newMessage": {"role": "user", "parts": parts},
         }
         if self.pending is not None and self.pending.invocation_id:
-            body["invocationId"] = self.pending.invocation_id
+            body["invocationId"] = self.pending.invocation_id  # resumes the paused invocation
         self.pending = None
         started = time.perf_counter()
+        sent = started
         try:
             with self.agent.limiter.slot():
                 sent = time.perf_counter()
                 if config.endpoint == "run_sse":
-                    body["streaming"] = False
-                    response = self.agent.request("POST", "/run_sse", json=body)
-                    events = parse_sse(response.text)
+                    response = self.request("POST", "/run_sse", json=body | {"streaming": False})
+                    events: Any = parse_sse(response.text)
                 else:
-                    response = self.agent.request("POST", "/run", json=body)
+                    response = self.request("POST", "/run", json=body)
                     events = response.json()
         except TurnFailed as failure:
-            return AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind,
-                              latency_s=time.perf_counter() - started)
+            return AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind, latency_s=time.perf_counter() - sent)
         except ValueError as exc:  # not JSON
             return AgentReply(ReplyKind.ERROR, error=f"malformed reply: {exc}", error_kind="protocol",
-                              latency_s=time.perf_counter() - started)
+                              latency_s=time.perf_counter() - sent)
         reply = classify(events, config.reply)
         reply.latency_s = time.perf_counter() - sent
         reply.raw = _truncate(json.dumps(events, default=str), config.raw_events_max_chars)
@@ -172,11 +193,12 @@ class AdkSession:
         return reply
 
     def close(self) -> None:
-        path = f"{self.agent._sessions_path}/{self.session_id}"
         try:
-            self.agent._once("DELETE", path)
+            self._once("DELETE", f"{self.agent.sessions_path}/{self.session_id}")
         except TurnFailed as failure:
             log.warning("deleting ADK session %s failed: %s", self.session_id, failure)
+        finally:
+            self.client.close()
 
 
 # --------------------------------------------------------------------------- reading events
