@@ -1,0 +1,411 @@
+"""What the LLM agents called directly (``gemini``, ``openai_compat``) share.
+
+**System prompt.** A template (``system_prompt``, default ``prompts/agent_system.txt``) with
+three placeholders, replaced with :meth:`str.replace` (so other braces, e.g. in SQL examples,
+are left alone):
+
+- ``{schema}``: the database's schema, ``context.schema(item.dialect, item.database)``;
+- ``{knowledge}``: with ``include_knowledge``, a "Domain knowledge" section listing the entries
+  of ``context.knowledge[item.database]`` the item cites in ``external_knowledge`` (never those
+  an ambiguity deleted: the agent must ask about them); otherwise nothing;
+- ``{reply_format}``: how to reply in the configured clarification mode (appended at the end
+  when a custom template lacks it).
+
+**History.** A session keeps the conversation's turns (user messages, model replies, tool
+results) in the backend's own format, and sends all of them with every call.
+
+**Clarification protocol.** ``function_calling`` offers two tools, ``run_sql(sql)`` and
+``ask_user(question)``; ``tagged_text`` asks for ``<sql>…</sql>`` or ``<question>…</question>``.
+Either way a reply is read by :func:`classify`:
+
+1. SQL: the last ``run_sql`` call with a non-empty ``sql``; else the last ``<sql>`` block of the
+   text; else the last fenced ```` ```sql ```` block.
+2. The question: the last ``ask_user`` call with a non-empty ``question``; else the last
+   ``<question>`` block.
+3. SQL wins over a question: the reply is ``sql`` and the question is kept in the reply text.
+   A question alone is a ``clarification``; text alone is an ``answer``; nothing usable is an
+   ``error`` (``empty``, or ``protocol`` when there were only unusable tool calls).
+
+Tags are read in both modes (a model offered tools may still answer in text); ``<think>``
+blocks are ignored. Every tool call is recorded on the reply. On the next turn each call gets a
+result: ``ask_user`` after a clarification gets the user's answer (the answer is not repeated as
+a user message); ``run_sql`` gets a note that the query was run and shown to the user, and the
+new message follows as a user message.
+
+**Failures.** 429, 503 and connection errors (nothing reached the model, or the model refused
+to start) are retried with :func:`~evalbench.agents.limits.backoff_delay` (``Retry-After``
+honoured); when retries run out, and for any other failure (another HTTP status, a malformed
+response, a timeout), :meth:`ChatSession.send` returns an ``error`` reply — it never raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalbench.agents import AgentContext
+from evalbench.agents.config import ChatAgentOptions, default_prompt
+from evalbench.agents.limits import CallLimiter, backoff_delay
+from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
+from evalbench.dataset import Item
+from evalbench.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = "agent_system.txt"
+RUN_SQL = "run_sql"
+ASK_USER = "ask_user"
+RETRY_STATUSES = frozenset({429, 503})
+RAW_MAX_CHARS = 20_000  # characters of a raw model response kept on the turn
+BODY_KEPT = 2_000  # characters of an error body kept in the error message
+
+# Tool definitions, in a neutral form each backend converts (JSON Schema parameters).
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": RUN_SQL,
+        "description": "Run ONE PostgreSQL statement that answers the user's request. Its result is shown to the user.",
+        "parameters": {
+            "type": "object",
+            "properties": {"sql": {"type": "string", "description": "the complete PostgreSQL statement"}},
+            "required": ["sql"],
+        },
+    },
+    {
+        "name": ASK_USER,
+        "description": "Ask the user ONE short clarification question, only when the request is really ambiguous. "
+        "The tool's result is the user's answer.",
+        "parameters": {
+            "type": "object",
+            "properties": {"question": {"type": "string", "description": "the clarification question"}},
+            "required": ["question"],
+        },
+    },
+]
+
+REPLY_FORMATS = {
+    "function_calling": (
+        "Reply by calling exactly one tool:\n"
+        "- `run_sql` with the complete statement as `sql`, or\n"
+        "- `ask_user` with your clarification question as `question`.\n"
+        "Do not write the SQL in your text."
+    ),
+    "tagged_text": (
+        "Reply with exactly one of:\n"
+        "<sql>\nthe complete statement\n</sql>\n"
+        "or\n"
+        "<question>your clarification question</question>\n"
+        "Put nothing but the statement or the question inside the tags."
+    ),
+}
+
+# Results given back for the previous turn's tool calls.
+SQL_RESULT = {"status": "done", "note": "The query was run and its result was shown to the user."}
+QUESTION_SKIPPED = {"answer": "(not asked: your query was run instead)"}
+
+
+# --------------------------------------------------------------------------- the system prompt
+
+
+def load_template(config: ChatAgentOptions) -> tuple[Path, str]:
+    path = config.system_prompt or default_prompt(SYSTEM_PROMPT)
+    try:
+        return path, path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the system prompt {path}: {exc}", key="model_config.system_prompt") from None
+
+
+def knowledge_section(item: Item, context: AgentContext) -> str:
+    """The item's external knowledge entries as a prompt section ("" when there are none).
+    Entries an ambiguity deleted are left out: the agent is meant to ask about them."""
+    entries = context.knowledge.get(item.database, {})
+    deleted = {a.knowledge_id for a in item.ambiguities if a.knowledge_id is not None}
+    lines = []
+    for ref in item.external_knowledge:
+        try:
+            entry = entries.get(int(ref))
+        except (TypeError, ValueError):
+            entry = None
+        if entry is None or entry.id in deleted:
+            continue
+        line = f"- {entry.name}: {entry.description}".rstrip()
+        definition = "; ".join(d for d in entry.definition if d)
+        if definition:
+            line += f" Definition: {definition}"
+        lines.append(line)
+    if not lines:
+        return ""
+    return "## Domain knowledge\n\n" + "\n".join(lines)
+
+
+def render_system_prompt(template: str, *, schema: str, knowledge: str, reply_format: str) -> str:
+    text = template.replace("{schema}", schema.strip() or "(no schema available)")
+    text = text.replace("{knowledge}", knowledge.strip())
+    if "{reply_format}" in text:
+        text = text.replace("{reply_format}", reply_format)
+    else:
+        text = text.rstrip() + "\n\n" + reply_format
+    text = re.sub(r"\n{3,}", "\n\n", text)  # an empty {knowledge} leaves no gap
+    return text.strip() + "\n"
+
+
+# --------------------------------------------------------------------------- reading a reply
+
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.IGNORECASE | re.DOTALL)
+_SQL_TAG = re.compile(r"<sql>(.*?)</sql>", re.IGNORECASE | re.DOTALL)
+_QUESTION_TAG = re.compile(r"<question>(.*?)</question>", re.IGNORECASE | re.DOTALL)
+_OPEN_SQL_TAG = re.compile(r"<sql>(.*)$", re.IGNORECASE | re.DOTALL)  # cut off by max_output_tokens
+_FENCED_SQL = re.compile(r"```(?:sql|postgresql|postgres)[ \t]*\n(.*?)```", re.IGNORECASE | re.DOTALL)
+
+
+def _last(pattern: re.Pattern[str], text: str) -> str | None:
+    found = [m.strip() for m in pattern.findall(text) if m.strip()]
+    return found[-1] if found else None
+
+
+def _arg(call: ToolCall, name: str) -> str | None:
+    value = call.args.get(name) if isinstance(call.args, dict) else None
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def classify(text: str, calls: list[ToolCall]) -> AgentReply:
+    """One model reply as exactly one reply kind (the rules of this module's docstring)."""
+    text = _THINK.sub("", text or "").strip()
+    sql = next((s for c in reversed(calls) if c.name == RUN_SQL and (s := _arg(c, "sql"))), None)
+    question = next((q for c in reversed(calls) if c.name == ASK_USER and (q := _arg(c, "question"))), None)
+    if sql is None:
+        sql = _last(_SQL_TAG, text) or _last(_FENCED_SQL, text)
+        if sql is None and not _QUESTION_TAG.search(text):
+            sql = _last(_OPEN_SQL_TAG, text)
+    if question is None:
+        question = _last(_QUESTION_TAG, text)
+    prose = _SQL_TAG.sub("", text)
+    prose = _OPEN_SQL_TAG.sub("", _FENCED_SQL.sub("", _QUESTION_TAG.sub("", prose))).strip()
+    if sql:
+        return AgentReply(ReplyKind.SQL, sql=sql, text="\n\n".join(t for t in (prose, question) if t), tool_calls=calls)
+    if question:
+        return AgentReply(ReplyKind.CLARIFICATION, text=question, tool_calls=calls)
+    if text:
+        return AgentReply(ReplyKind.ANSWER, text=text, tool_calls=calls)
+    if calls:
+        names = ", ".join(c.name for c in calls)
+        return AgentReply(ReplyKind.ERROR, error=f"tool calls without a usable run_sql or ask_user: {names}",
+                          error_kind="protocol", tool_calls=calls)
+    return AgentReply(ReplyKind.ERROR, error="the model returned no text and no tool call", error_kind="empty")
+
+
+# --------------------------------------------------------------------------- model calls
+
+
+class CallFailed(Exception):
+    """A model call failed. ``kind`` becomes the reply's error_kind; ``retryable`` says whether
+    it may be sent again (429, 503, connection errors)."""
+
+    def __init__(self, message: str, kind: str, retryable: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.retryable, self.retry_after = kind, retryable, retry_after
+
+
+def transport_failure(exc: BaseException, base_url: str, timeout_s: float) -> CallFailed | None:
+    """An httpx (or httpx2) exception as a :class:`CallFailed`, or None if it is none of theirs.
+    A read/write timeout is a ``timeout`` (not retried); any other transport error, a connect
+    timeout included, is a retryable ``connection`` failure."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if not type(exc).__module__.startswith("httpx") or "TransportError" not in names:
+        return None
+    if "ConnectTimeout" in names:
+        return CallFailed(f"connect timeout ({base_url})", "connection", retryable=True)
+    if "TimeoutException" in names:
+        return CallFailed(f"no answer within {timeout_s} s", "timeout")
+    return CallFailed(f"connection failed ({base_url}): {type(exc).__name__}: {exc}", "connection", retryable=True)
+
+
+@dataclass
+class ModelTurn:
+    """One successful model call, read into neutral form."""
+
+    text: str
+    calls: list[ToolCall]
+    usage: TokenUsage
+    native: Any  # the model's message, appended to the history as it is
+    raw: str | None = None  # the response, as JSON text
+    finish_reason: str | None = None
+
+
+@dataclass
+class ToolResult:
+    """The result given back to the model for one of its tool calls."""
+
+    call: ToolCall
+    response: dict[str, Any]
+
+
+def truncate(text: str | None, limit: int = RAW_MAX_CHARS) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
+
+
+# --------------------------------------------------------------------------- agent and session
+
+
+class ChatAgent:
+    """Base of the LLM agents: config, prompt, limiter and retries. A backend implements
+    :meth:`user_messages` and :meth:`call_model`."""
+
+    name = "chat"
+
+    def __init__(self, config: ChatAgentOptions, context: AgentContext) -> None:
+        self.config = config
+        self.context = context
+        self.sticky = config.session == "sticky"  # per_turn: the pipeline opens a session every turn
+        self.seed = config.seed if config.seed is not None else context.seed
+        self.limiter = CallLimiter(config.execs_per_minute, config.max_concurrency)
+        self.rng = random.Random(context.seed)
+        self.prompt_path, self.template = load_template(config)
+        self.function_calling = config.clarification == "function_calling"
+
+    # ------------------------------------------------------------------ backend hooks
+
+    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:
+        """History entries for a user turn: the results of the previous tool calls, then the
+        user's text (None when the text went back as the ``ask_user`` result)."""
+        raise NotImplementedError
+
+    def call_model(self, system: str, history: list[Any]) -> ModelTurn:
+        """One model call with the whole history. Raises :class:`CallFailed`."""
+        raise NotImplementedError
+
+    @property
+    def endpoint(self) -> str | None:
+        return None
+
+    # ------------------------------------------------------------------ the Agent protocol
+
+    def system_prompt(self, item: Item) -> str:
+        knowledge = knowledge_section(item, self.context) if self.config.include_knowledge else ""
+        return render_system_prompt(
+            self.template,
+            schema=self.context.schema(item.dialect, item.database),
+            knowledge=knowledge,
+            reply_format=REPLY_FORMATS[self.config.clarification],
+        )
+
+    def open_session(self, conversation: Conversation) -> "ChatSession":
+        return ChatSession(self, self.system_prompt(conversation.item))
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "agent": self.name, "model": c.model, "base_url": self.endpoint, "temperature": c.temperature,
+            "seed": self.seed, "max_output_tokens": c.max_output_tokens, "clarification": c.clarification,
+            "include_knowledge": c.include_knowledge, "system_prompt": str(self.prompt_path),
+            "system_prompt_sha256": hashlib.sha256(self.template.encode()).hexdigest(),
+            "session": c.session, "timeout_s": c.timeout_s, "execs_per_minute": c.execs_per_minute,
+            "max_concurrency": c.max_concurrency, "retry": c.retry.model_dump(),
+        }
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ calls with retries
+
+    def call_with_retries(self, system: str, history: list[Any]) -> tuple[ModelTurn, float]:
+        """(turn, seconds waited for the limiter). Raises the last :class:`CallFailed`."""
+        retry = self.config.retry
+        waited = 0.0
+        for attempt in range(retry.max_retries + 1):
+            with self.limiter.slot() as wait:
+                waited += wait
+                try:
+                    return self.call_model(system, history), waited
+                except CallFailed as exc:
+                    failure = exc
+            if not failure.retryable or attempt == retry.max_retries:
+                if failure.retryable:
+                    failure.args = (f"{failure} (after {attempt + 1} attempts)",)
+                raise failure
+            delay = backoff_delay(attempt, retry.backoff_s, retry.max_backoff_s, failure.retry_after, self.rng)
+            log.info("%s: %s; retrying in %.2f s", self.name, failure, delay)
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+@dataclass
+class ChatSession:
+    """One conversation with the model: the system prompt and the turns so far."""
+
+    agent: ChatAgent
+    system: str
+    history: list[Any] = field(default_factory=list)
+    pending: list[ToolCall] = field(default_factory=list)  # the last reply's tool calls, awaiting results
+    answered_by_tool: bool = False  # the last reply asked through ask_user: the next text is its result
+
+    def send(self, text: str) -> AgentReply:
+        started = time.perf_counter()
+        results = self._results(text)
+        messages = self.agent.user_messages(None if self.answered_by_tool else text, results)
+        self.history.extend(messages)
+        waited = 0.0
+        try:
+            turn, waited = self.agent.call_with_retries(self.system, self.history)
+            reply = classify(turn.text, turn.calls)
+        except CallFailed as failure:
+            reply, turn = AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind), None
+        except Exception as exc:  # a bug reading a response: still a turn error, never raised
+            log.warning("%s: reading the model's reply failed", self.agent.name, exc_info=True)
+            reply, turn = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}", error_kind="protocol"), None
+        if turn is not None:
+            reply.usage = turn.usage
+            reply.raw = turn.raw
+            if reply.kind is ReplyKind.ERROR and turn.finish_reason:
+                reply.error = f"{reply.error} (finish reason: {turn.finish_reason})"
+        if reply.kind is ReplyKind.ERROR or turn is None:
+            del self.history[len(self.history) - len(messages):]  # the turn never happened
+        else:
+            self.history.append(turn.native)
+            self.pending = list(turn.calls)
+            self.answered_by_tool = reply.kind is ReplyKind.CLARIFICATION and any(c.name == ASK_USER for c in turn.calls)
+        reply.latency_s = time.perf_counter() - started - waited
+        return reply
+
+    def _results(self, text: str) -> list[ToolResult]:
+        """The results of the previous reply's tool calls, given with this message."""
+        results = []
+        for call in self.pending:
+            if call.name == ASK_USER:
+                response = {"answer": text} if self.answered_by_tool else QUESTION_SKIPPED
+            elif call.name == RUN_SQL:
+                response = SQL_RESULT if _arg(call, "sql") else {"error": "no sql given: nothing was run"}
+            else:
+                response = {"error": f"unknown tool {call.name!r}: use run_sql or ask_user"}
+            call.response = response
+            results.append(ToolResult(call, response))
+        return results
+
+    def close(self) -> None:
+        self.history.clear()
+        self.pending = []
+
+
+def json_args(arguments: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict: a JSON string (OpenAI) or an object (Gemini, Ollama).
+    Unreadable arguments are kept under ``_raw`` (the call is then unusable, but recorded)."""
+    if isinstance(arguments, dict):
+        return arguments
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except json.JSONDecodeError:
+            return {"_raw": arguments}
+        return value if isinstance(value, dict) else {"_raw": arguments}
+    return {"_raw": str(arguments)}

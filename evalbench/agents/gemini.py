@@ -1,0 +1,213 @@
+"""A Gemini model called directly through the google-genai SDK (EvalBench: gcp_vertex_gemini).
+
+The Gemini Developer API (``api_key_env``, default ``GEMINI_API_KEY``) or Vertex AI
+(``vertexai: true``; project and location from the config or ``GOOGLE_CLOUD_PROJECT`` /
+``GOOGLE_CLOUD_LOCATION``; application default credentials). ``base_url`` points the SDK at
+another endpoint (a proxy, or a local fake in tests): the SDK then POSTs
+``{base_url}/v1beta/models/{model}:generateContent`` with the key in ``x-goog-api-key``.
+
+Each turn is one ``models.generate_content`` call with the whole history as ``contents``, the
+system prompt as ``system_instruction``, and — with ``clarification: function_calling`` — the
+``run_sql`` / ``ask_user`` function declarations (automatic function calling disabled). The
+model's own ``Content`` goes back into the history unchanged, so thought signatures survive.
+The SDK's retries stay off (no ``retry_options``): every 429 reaches :mod:`evalbench.agents.chat`,
+which retries it with our backoff. Prompt, protocol and failures: :mod:`evalbench.agents.chat`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents.chat import (
+    BODY_KEPT,
+    RETRY_STATUSES,
+    TOOLS,
+    CallFailed,
+    ChatAgent,
+    ModelTurn,
+    ToolResult,
+    json_args,
+    transport_failure,
+    truncate,
+)
+from evalbench.agents.config import GeminiAgentConfig
+from evalbench.agents.limits import parse_retry_after
+from evalbench.config import redact_url
+from evalbench.conversation import TokenUsage, ToolCall
+from evalbench.errors import ConfigError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def _schema(spec: dict[str, Any]) -> types.Schema:
+    """Our JSON-Schema tool parameters as a Gemini ``Schema`` (objects of strings suffice)."""
+    if spec.get("type") == "object":
+        return types.Schema(
+            type=types.Type.OBJECT,
+            properties={name: _schema(prop) for name, prop in spec.get("properties", {}).items()},
+            required=list(spec.get("required", [])),
+        )
+    return types.Schema(type=types.Type.STRING, description=spec.get("description"))
+
+
+FUNCTION_DECLARATIONS = [
+    types.FunctionDeclaration(name=t["name"], description=t["description"], parameters=_schema(t["parameters"])) for t in TOOLS
+]
+
+
+class GeminiAgent(ChatAgent):
+    name = "gemini"
+
+    def __init__(self, config: GeminiAgentConfig, context: AgentContext) -> None:
+        super().__init__(config, context)
+        self.config: GeminiAgentConfig = config
+        http_options = types.HttpOptions(
+            base_url=config.base_url,
+            timeout=max(1, int(config.timeout_s * 1000)),  # milliseconds
+            retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries: ours see every 429
+        )
+        self.project = self.location = None
+        if config.vertexai:
+            self.project = config.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+            self.location = config.location or os.environ.get("GOOGLE_CLOUD_LOCATION")
+            if not self.project:
+                raise ConfigError("vertexai: true needs project_id in the agent config or GOOGLE_CLOUD_PROJECT in the environment",
+                                  key="model_config.project_id")
+            try:
+                self.client = genai.Client(vertexai=True, project=self.project, location=self.location, http_options=http_options)
+            except Exception as exc:  # e.g. no application default credentials
+                raise ConfigError(f"cannot create the Vertex AI client: {type(exc).__name__}: {exc}") from None
+        else:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                raise ConfigError(
+                    f"environment variable {config.api_key_env} is not set: the gemini agent needs a Gemini API key there "
+                    "(or set api_key_env, or vertexai: true)",
+                    key="model_config.api_key_env",
+                )
+            self.client = genai.Client(api_key=key, http_options=http_options)
+        tools = [types.Tool(function_declarations=FUNCTION_DECLARATIONS)] if self.function_calling else None
+        self._base_config = dict(
+            temperature=config.temperature,
+            seed=self.seed,
+            max_output_tokens=config.max_output_tokens,
+            tools=tools,
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        )
+
+    @property
+    def endpoint(self) -> str | None:
+        return redact_url(self.config.base_url) if self.config.base_url else None
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"vertexai": self.config.vertexai, "project": self.project, "location": self.location}
+
+    def close(self) -> None:
+        self.client.close()
+
+    # ------------------------------------------------------------------ backend
+
+    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:
+        parts = [
+            types.Part(function_response=types.FunctionResponse(name=r.call.name, id=r.call.id, response=r.response))
+            for r in results
+        ]
+        if text is not None:
+            parts.append(types.Part(text=text))
+        return [types.Content(role="user", parts=parts)]
+
+    def call_model(self, system: str, history: list[Any]) -> ModelTurn:
+        config = types.GenerateContentConfig(system_instruction=system, **self._base_config)
+        try:
+            response = self.client.models.generate_content(model=self.config.model, contents=history, config=config)
+        except genai_errors.APIError as exc:
+            raise _api_failure(exc) from None
+        except Exception as exc:
+            failure = transport_failure(exc, self.endpoint or "the Gemini API", self.config.timeout_s)
+            if failure is not None:
+                raise failure from None
+            if isinstance(exc, ValueError):  # JSON that does not parse, or does not fit the response model
+                raise CallFailed(f"malformed response: {type(exc).__name__}: {exc}", "protocol") from None
+            raise CallFailed(f"{type(exc).__name__}: {exc}", "exception") from None
+        return _read(response)
+
+
+def _api_failure(exc: genai_errors.APIError) -> CallFailed:
+    code = int(exc.code or 0)
+    message = f"HTTP {code} {exc.status or ''}: {exc.message or exc.details}"[:BODY_KEPT]
+    if code in RETRY_STATUSES:
+        return CallFailed(message, f"http_{code}", retryable=True, retry_after=_retry_after(exc))
+    return CallFailed(message, f"http_{code}")
+
+
+def _retry_after(exc: genai_errors.APIError) -> float | None:
+    """``Retry-After``, else the ``RetryInfo.retryDelay`` of a Google API error body."""
+    headers = getattr(exc.response, "headers", None)
+    if headers is not None:
+        try:
+            seconds = parse_retry_after(headers.get("retry-after"))
+        except AttributeError:
+            seconds = None
+        if seconds is not None:
+            return seconds
+    details = exc.details if isinstance(exc.details, dict) else {}
+    error = details.get("error", details) if isinstance(details.get("error", details), dict) else {}
+    for detail in error.get("details") or []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            match = _DURATION.match(str(detail.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None
+
+
+def _read(response: types.GenerateContentResponse) -> ModelTurn:
+    raw = truncate(response.model_dump_json(
+        exclude_none=True, by_alias=True, exclude={"sdk_http_response", "automatic_function_calling_history"}
+    ))
+    usage = TokenUsage()
+    meta = response.usage_metadata
+    if meta is not None:
+        usage.prompt = int(meta.prompt_token_count or 0)
+        usage.completion = int(meta.candidates_token_count or 0) + int(meta.thoughts_token_count or 0)
+        usage.total = int(meta.total_token_count or 0)
+    candidates = response.candidates or []
+    if not candidates:
+        feedback = response.prompt_feedback
+        block = feedback.block_reason if feedback is not None else None
+        if block is not None:
+            raise CallFailed(f"the prompt was blocked: {getattr(block, 'value', block)}", "blocked")
+        raise CallFailed(f"the response has no candidates: {truncate(raw, BODY_KEPT)}", "protocol")
+    candidate = candidates[0]
+    content = candidate.content
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for part in (content.parts if content is not None else None) or []:
+        if part.function_call is not None:
+            call = part.function_call
+            calls.append(ToolCall(name=call.name or "", args=json_args(call.args), id=call.id))
+        elif part.text and not part.thought:
+            texts.append(part.text)
+    if content is not None and content.role != "model":
+        content = content.model_copy(update={"role": "model"})
+    finish = candidate.finish_reason
+    return ModelTurn(
+        text="".join(texts),
+        calls=calls,
+        usage=usage,
+        native=content,
+        raw=raw,
+        finish_reason=getattr(finish, "value", finish) if finish is not None else None,
+    )
+
+
+@AGENTS.register("gemini")
+def build_gemini_agent(config: GeminiAgentConfig, context: AgentContext) -> GeminiAgent:
+    return GeminiAgent(config, context)
+

@@ -1,0 +1,176 @@
+"""Any OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp's llama-server, ...) over httpx.
+
+Each turn is one ``POST {base_url}/chat/completions`` with ``model``, ``messages`` (the system
+prompt, then the whole history), ``temperature``, ``seed``, ``max_tokens`` and — with
+``clarification: function_calling`` — ``tools`` (``run_sql`` / ``ask_user`` in the OpenAI
+function format). ``choices[0].message`` is read (``content``; ``tool_calls[].function.{name,
+arguments}``, arguments being a JSON string) and ``usage.{prompt,completion,total}_tokens``.
+Tool results go back as ``role: tool`` messages. A bearer token is read from ``api_key_env``
+when set; ``headers`` are added to every request and never written out.
+Prompt, protocol and failures: :mod:`evalbench.agents.chat`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import httpx
+
+from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents.chat import (
+    BODY_KEPT,
+    RETRY_STATUSES,
+    TOOLS,
+    CallFailed,
+    ChatAgent,
+    ModelTurn,
+    ToolResult,
+    json_args,
+    transport_failure,
+    truncate,
+)
+from evalbench.agents.config import OpenAICompatAgentConfig
+from evalbench.agents.limits import parse_retry_after
+from evalbench.config import redact_url
+from evalbench.conversation import TokenUsage, ToolCall
+from evalbench.errors import ConfigError
+
+OPENAI_TOOLS = [{"type": "function", "function": tool} for tool in TOOLS]
+
+
+class OpenAICompatAgent(ChatAgent):
+    name = "openai_compat"
+
+    def __init__(self, config: OpenAICompatAgentConfig, context: AgentContext) -> None:
+        super().__init__(config, context)
+        self.config: OpenAICompatAgentConfig = config
+        headers = {name: value.get_secret_value() for name, value in config.headers.items()}
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                raise ConfigError(f"environment variable {config.api_key_env} is not set (api_key_env of the openai_compat agent)",
+                                  key="model_config.api_key_env")
+            headers.setdefault("Authorization", f"Bearer {key}")
+        self.client = httpx.Client(
+            base_url=config.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 10.0)),
+        )
+
+    @property
+    def endpoint(self) -> str:
+        return redact_url(self.config.base_url)
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"header_names": sorted(self.config.headers), "bearer_token": bool(self.config.api_key_env)}
+
+    def close(self) -> None:
+        self.client.close()
+
+    # ------------------------------------------------------------------ backend
+
+    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:
+        messages: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": r.call.id, "content": json.dumps(r.response)} for r in results
+        ]
+        if text is not None:
+            messages.append({"role": "user", "content": text})
+        return messages
+
+    def call_model(self, system: str, history: list[Any]) -> ModelTurn:
+        c = self.config
+        body: dict[str, Any] = {
+            "model": c.model,
+            "messages": [{"role": "system", "content": system}, *history],
+            "temperature": c.temperature,
+            "seed": self.seed,
+            "stream": False,
+        }
+        if c.max_output_tokens is not None:
+            body["max_tokens"] = c.max_output_tokens
+        if self.function_calling:
+            body["tools"] = OPENAI_TOOLS
+        try:
+            response = self.client.post("chat/completions", json=body)
+        except httpx.HTTPError as exc:
+            failure = transport_failure(exc, self.endpoint, c.timeout_s)
+            raise failure or CallFailed(f"{type(exc).__name__}: {exc}", "connection") from None
+        if response.status_code in RETRY_STATUSES:
+            raise CallFailed(f"HTTP {response.status_code}: {response.text[:BODY_KEPT]}", f"http_{response.status_code}",
+                             retryable=True, retry_after=parse_retry_after(response.headers.get("retry-after")))
+        if response.status_code >= 400:
+            raise CallFailed(f"HTTP {response.status_code}: {response.text[:BODY_KEPT]}", f"http_{response.status_code}")
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise CallFailed(f"malformed response (not JSON: {exc}): {response.text[:BODY_KEPT]}", "protocol") from None
+        return _read(data, response.text)
+
+
+def _read(data: Any, text: str) -> ModelTurn:
+    raw = truncate(text)
+    if not isinstance(data, dict):
+        raise CallFailed(f"malformed response (not an object): {text[:BODY_KEPT]}", "protocol")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        error = data.get("error")
+        detail = f"error: {json.dumps(error)[:BODY_KEPT]}" if error else f"no choices: {text[:BODY_KEPT]}"
+        raise CallFailed(f"malformed response ({detail})", "protocol")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise CallFailed(f"malformed response (choices[0].message is missing): {text[:BODY_KEPT]}", "protocol")
+    content = _text(message.get("content"))
+    calls: list[ToolCall] = []
+    native_calls: list[dict[str, Any]] = []
+    for index, raw_call in enumerate(message.get("tool_calls") or []):
+        if not isinstance(raw_call, dict):
+            continue
+        function = raw_call.get("function") or {}
+        call_id = str(raw_call.get("id") or f"call_{index}")  # tool messages must name the call
+        name = str(function.get("name") or "")
+        arguments = function.get("arguments")
+        calls.append(ToolCall(name=name, args=json_args(arguments), id=call_id))
+        native_calls.append({
+            "id": call_id, "type": "function",
+            "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments or {})},
+        })
+    native: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if native_calls:
+        native["tool_calls"] = native_calls
+    elif not content:
+        native["content"] = ""
+    usage = TokenUsage()
+    meta = data.get("usage")
+    if isinstance(meta, dict):
+        usage.prompt = _int(meta.get("prompt_tokens"))
+        usage.completion = _int(meta.get("completion_tokens"))
+        usage.total = _int(meta.get("total_tokens")) or usage.prompt + usage.completion
+    finish = choice.get("finish_reason")
+    return ModelTurn(text=content, calls=calls, usage=usage, native=native, raw=raw,
+                     finish_reason=str(finish) if finish is not None else None)
+
+
+def _text(content: Any) -> str:
+    """``content`` as text: a string, null, or a list of ``{type: text, text}`` parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    return str(content)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+@AGENTS.register("openai_compat")
+def build_openai_compat_agent(config: OpenAICompatAgentConfig, context: AgentContext) -> OpenAICompatAgent:
+    return OpenAICompatAgent(config, context)
