@@ -26,14 +26,13 @@ import httpx
 
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
-from evalbench.agents.limits import CallLimiter, backoff_delay, parse_retry_after
+from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
 
 log = logging.getLogger(__name__)
 
 REQUEST_INPUT = "adk_request_input"
-_RETRY_STATUSES = {429, 503}
 _FENCED_SQL = re.compile(r"```(?:sql|postgresql|postgres)?\s*\n(.*?)```", re.IGNORECASE | re.DOTALL)
 _BODY_KEPT = 2000  # characters of an error body kept on the turn
 
@@ -141,7 +140,7 @@ class AdkSession:
             raise TurnFailed(f"no answer within {self.agent.config.read_timeout_s} s", "timeout", False) from None
         except httpx.TransportError as exc:  # dropped mid-request: it may have reached the agent
             raise TurnFailed(f"connection lost during the request: {exc}", "connection", False) from None
-        if response.status_code in _RETRY_STATUSES:
+        if response.status_code in RETRY_STATUSES:
             raise TurnFailed(
                 f"HTTP {response.status_code}: {response.text[:_BODY_KEPT]}",
                 f"http_{response.status_code}",

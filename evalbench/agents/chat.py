@@ -52,7 +52,7 @@ from typing import Any
 
 from evalbench.agents import AgentContext
 from evalbench.agents.config import ChatAgentOptions, default_prompt
-from evalbench.agents.limits import CallLimiter, backoff_delay
+from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
 from evalbench.dataset import Item
 from evalbench.errors import ConfigError
@@ -62,7 +62,6 @@ log = logging.getLogger(__name__)
 SYSTEM_PROMPT = "agent_system.txt"
 RUN_SQL = "run_sql"
 ASK_USER = "ask_user"
-RETRY_STATUSES = frozenset({429, 503})
 RAW_MAX_CHARS = 20_000  # characters of a raw model response kept on the turn
 BODY_KEPT = 2_000  # characters of an error body kept in the error message
 

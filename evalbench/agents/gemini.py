@@ -27,7 +27,6 @@ from google.genai import types
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.chat import (
     BODY_KEPT,
-    RETRY_STATUSES,
     TOOLS,
     CallFailed,
     ChatAgent,
@@ -38,7 +37,7 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
-from evalbench.agents.limits import parse_retry_after
+from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
 from evalbench.errors import ConfigError

@@ -17,6 +17,9 @@ from typing import Iterator
 
 from evalbench.ratelimit import RateLimiter
 
+# Statuses that say the request was not processed: safe to send again after a backoff.
+RETRY_STATUSES = frozenset({429, 503})
+
 
 class CallLimiter:
     def __init__(self, per_minute: float | None = None, max_concurrency: int | None = None) -> None:

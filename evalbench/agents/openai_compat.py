@@ -21,7 +21,6 @@ import httpx
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.chat import (
     BODY_KEPT,
-    RETRY_STATUSES,
     TOOLS,
     CallFailed,
     ChatAgent,
@@ -32,7 +31,7 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import OpenAICompatAgentConfig
-from evalbench.agents.limits import parse_retry_after
+from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
 from evalbench.errors import ConfigError
