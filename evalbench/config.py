@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -404,7 +399,10 @@ def _describe(err: Any, *, show_input: bool = True) -> str:
 
 
 __all__ = [
+    "AdkAgentConfig",
     "AgentConfig",
+    "GeminiAgentConfig",
+    "OpenAICompatAgentConfig",
     "DatabaseConfig",
     "RunConfig",
     "SimulatedAgentConfig",

@@ -8,7 +8,6 @@ import json
 import re
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Iterator
 
 import httpx

@@ -52,7 +52,7 @@ from typing import Any
 
 from evalbench.agents import AgentContext
 from evalbench.agents.config import ChatAgentOptions, default_prompt
-from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay
+from evalbench.agents.limits import CallLimiter, backoff_delay
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
 from evalbench.dataset import Item
 from evalbench.errors import ConfigError

@@ -278,11 +278,6 @@ class Sandbox:
 
 
 def _streamable(statement: str) -> bool:
-    verb, modifies = statement_kind(statement)
-    return verb in STREAM_KEYWORDS and not modifies
-
-
-def _streamable(statement: str) -> bool:
     """A query that changes nothing: it can run on its own in the session's read-only default."""
     verb, modifies = statement_kind(statement)
     return verb in STREAM_KEYWORDS and not modifies
