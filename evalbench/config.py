@@ -33,10 +33,11 @@ from evalbench.config_types import ExistingPath, ResolvedPath, StrictModel  # no
 # --------------------------------------------------------------------------- agents
 
 from evalbench.agents.config import (  # noqa: E402  (the agent configs live beside the agents)
-    AgentConfig,
     AdkAgentConfig,
+    AgentConfig,
     GeminiAgentConfig,
     OpenAICompatAgentConfig,
+    RetryConfig,
     SimulatedAgentConfig,
     _agent_shorthand,
 )
@@ -50,14 +51,44 @@ class RulesVUserConfig(StrictModel):
 
     vuser: Literal["rules"] = Field("rules", description="the offline deterministic virtual user")
     patience: int = Field(3, ge=0, description="clarifications allowed beyond the number of annotated ambiguities")
+    block_leaks: bool = Field(False, description="a reply that leaks the golden SQL is regenerated once, then recorded")
 
 
-VUserConfig = Annotated[Union[RulesVUserConfig], Field(discriminator="vuser")]
+class LlmVUserConfig(StrictModel):
+    """BIRD-Interact's two-stage virtual user with a Gemini model (EvalBench: vuser_model_config)."""
+
+    vuser: Literal["llm"] = Field(description="llm (EvalBench: generator: gcp_vertex_gemini)")
+    model: str = Field("gemini-2.5-flash", alias="vertex_model", description="the Gemini model")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature")
+    seed: int | None = Field(None, description="sampling seed (default: the run seed)")
+    patience: int = Field(3, ge=0, description="clarifications allowed beyond the number of annotated ambiguities")
+    encode_prompt: ResolvedPath | None = Field(None, description="encode prompt file (default: prompts/vuser_encode.txt)")
+    decode_prompt: ResolvedPath | None = Field(None, description="decode prompt file (default: prompts/vuser_decode.txt)")
+    invalid_action_retries: int = Field(2, ge=0, description="new encode attempts after an invalid action, then vuser_error")
+    block_leaks: bool = Field(False, description="a reply that leaks the golden SQL is regenerated once, then recorded")
+    api_key_env: str = Field("GEMINI_API_KEY", description="environment variable holding the API key")
+    vertexai: bool = Field(False, description="use Vertex AI (project and location, application default credentials)")
+    project: str | None = Field(None, alias="project_id", description="Vertex AI project (default: GOOGLE_CLOUD_PROJECT)")
+    location: str | None = Field(None, alias="region", description="Vertex AI location (default: GOOGLE_CLOUD_LOCATION)")
+    base_url: str | None = Field(None, description="override of the API endpoint (a proxy, or a local fake in tests)")
+    timeout_s: float = Field(60.0, gt=0, description="time one model call may take")
+    execs_per_minute: float | None = Field(None, gt=0, description="rate limit of model calls")
+    max_concurrency: int | None = Field(None, ge=1, description="model calls in flight at once")
+    retry: RetryConfig = Field(RetryConfig(), description="retries of rate-limited or unavailable calls")
+
+
+VUserConfig = Annotated[Union[RulesVUserConfig, LlmVUserConfig], Field(discriminator="vuser")]
 
 
 def _vuser_shorthand(value: Any) -> Any:
+    """`vuser_model_config: rules` is shorthand for `{vuser: rules}`; an EvalBench model config
+    (`generator: ...`) is the llm virtual user."""
     if isinstance(value, str) and not value.endswith((".yaml", ".yml")):
         return {"vuser": value}
+    if isinstance(value, dict) and "generator" in value and "vuser" not in value:
+        value = dict(value)
+        value.pop("generator")
+        value["vuser"] = "llm"
     return value
 
 
@@ -402,6 +433,7 @@ __all__ = [
     "AdkAgentConfig",
     "AgentConfig",
     "GeminiAgentConfig",
+    "LlmVUserConfig",
     "OpenAICompatAgentConfig",
     "DatabaseConfig",
     "RunConfig",

@@ -35,6 +35,7 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
         ("Agent `gemini` (`model_config`; EvalBench `generator: gcp_vertex_gemini`)", agents.GeminiAgentConfig),
         ("Agent `openai_compat` (`model_config`)", agents.OpenAICompatAgentConfig),
         ("Virtual user `rules` (`vuser_model_config`)", config.RulesVUserConfig),
+        ("Virtual user `llm` (`vuser_model_config`)", config.LlmVUserConfig),
     ]
 
 

@@ -45,6 +45,11 @@ def test_db_blog_oracle(tmp_path, pgdata):
     assert main == {"applicable": 121, "not_applicable": 80, "passed": 121, "rate": 1.0}
     assert 20 <= both_empty <= 23  # the dataset notes 23 empty goldens; some depend on NOW()
 
+    conversation = summary["conversation"]
+    assert summary["scorers"]["exec_match"]["follow_up"]["applicable"] > 100  # the follow-up phase, scored apart
+    assert 0.6 < conversation["mean_reward"] <= 1.0
+    assert conversation["clarifications"] > 200 and conversation["vuser_errors"] == 0
+    assert set(conversation["vuser_actions"]) <= {"labeled", "unlabeled", "unanswerable"}
     records = list(read_journal(result.run_dir))
     assert len(records) == 201 and len({r["item_id"] for r in records}) == 201
     management = [r for r in records if r["category"] == "Management"]

@@ -12,7 +12,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from evalbench.conversation import AgentReply, Conversation, PhaseRecord, Turn
+from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, Turn
 from evalbench.db.sandbox import ExecutionResult
 
 SCHEMA_VERSION = 1
@@ -108,6 +108,20 @@ def phase_record(phase: PhaseRecord, preview_rows: int) -> dict[str, Any]:
     }
 
 
+# BIRD-Interact's reward: the main phase solved is worth 0.7, the follow-up 0.3 (0.5 and 0.2 when
+# solved after a debugging attempt, which this harness does not offer yet).
+MAIN_REWARD, FOLLOW_UP_REWARD = 0.7, 0.3
+
+
+def reward(conv: Conversation) -> float:
+    """BIRD-Interact's reward of a conversation, from each phase's primary verdict."""
+    total = 0.0
+    for phase in conv.phases:
+        if phase.outcome is Outcome.SCORED and phase.passed:
+            total += MAIN_REWARD if phase.phase is Phase.MAIN else FOLLOW_UP_REWARD
+    return round(total, 4)
+
+
 def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5) -> dict[str, Any]:
     item = conv.item
     usage = {"prompt": 0, "completion": 0, "total": 0}
@@ -135,6 +149,8 @@ def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5) 
         "sessions_opened": conv.sessions_opened,
         "stage_seconds": {k: round(v, 6) for k, v in conv.stage_seconds.items()},
         "tokens": usage,
+        "reward": reward(conv),
+        "leaks": sum(1 for t in conv.turns if t.vuser is not None and t.vuser.audit.get("leaks")),
         "turns": [turn_record(t) for t in conv.turns],
         "phases": [phase_record(p, preview_rows) for p in conv.phases],
     }

@@ -67,6 +67,9 @@ class SummaryBuilder:
         self.agent_calls = 0
         self.vuser_actions: Counter[str] = Counter()
         self.follow_up_reached = 0
+        self.reward = 0.0
+        self.leaking_replies = 0
+        self.vuser_replies = 0
 
     def add(self, record: dict[str, Any]) -> None:
         self.total += 1
@@ -74,14 +77,18 @@ class SummaryBuilder:
         self.turns += len(record["turns"])
         self.sessions_opened += record.get("sessions_opened", 0)
         self.tokens.update(record.get("tokens") or {})
+        self.reward += record.get("reward") or 0.0
+        self.leaking_replies += record.get("leaks") or 0
         for turn in record["turns"]:
             reply = turn.get("reply")
             if reply is not None:
                 self.agent_calls += 1
                 self.agent_latency_s += reply.get("latency_s") or 0.0
             vuser = turn.get("vuser")
-            if vuser and vuser.get("action_kind"):
-                self.vuser_actions[vuser["action_kind"]] += 1
+            if vuser:
+                self.vuser_replies += 1
+                if vuser.get("action_kind"):
+                    self.vuser_actions[vuser["action_kind"]] += 1
         for phase in record["phases"]:
             self.clarifications += phase["clarifications"]
             if phase["phase"] == "follow_up":
@@ -124,6 +131,10 @@ class SummaryBuilder:
                 "follow_up_phases": self.follow_up_reached,
                 "sessions_opened": self.sessions_opened,
                 "vuser_actions": dict(self.vuser_actions),
+                "vuser_replies": self.vuser_replies,
+                "vuser_leaks": self.leaking_replies,
+                "vuser_errors": self.outcomes.get("vuser_error", 0),
+                "mean_reward": round(self.reward / self.total, 4) if self.total else None,
                 "agent_calls": self.agent_calls,
                 "mean_agent_latency_s": round(self.agent_latency_s / self.agent_calls, 6) if self.agent_calls else None,
                 "tokens": dict(self.tokens),

@@ -7,6 +7,7 @@ audit record.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from evalbench.registry import Registry
@@ -28,7 +29,11 @@ VUserFactory = Callable[[Any, int, "Knowledge"], VirtualUser]  # (config, run se
 VUSERS: Registry[VUserFactory] = Registry("virtual user")
 
 
-def build_vuser(config: Any, run_seed: int, knowledge: "Knowledge | None" = None) -> VirtualUser:
-    import evalbench.vuser.rules  # noqa: F401  (registers the offline virtual user)
+# The module that registers each virtual user, imported only when it is used.
+_MODULES = {"rules": "evalbench.vuser.rules", "llm": "evalbench.vuser.llm"}
 
+
+def build_vuser(config: Any, run_seed: int, knowledge: "Knowledge | None" = None) -> VirtualUser:
+    if config.vuser in _MODULES and config.vuser not in VUSERS:
+        importlib.import_module(_MODULES[config.vuser])
     return VUSERS.get(config.vuser)(config, run_seed, knowledge or {})

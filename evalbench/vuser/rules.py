@@ -2,12 +2,15 @@
 
 Encode: a question that names an annotated term (or most of its words) is ``labeled``; one that
 names an identifier of the golden SQL is ``unlabeled`` with the golden clause holding it;
-anything else is ``unanswerable``. Decode: templates filled from the clear question, never
-from the SQL itself, so answers do not leak the golden query.
+anything else is ``unanswerable``. Decode: what the clear question says that the ambiguous one
+does not (a word-level diff of the two), the span best matching the term or segment; for a
+knowledge ambiguity, the knowledge entry's prose. Never the SQL, never the whole clear question
+when a diff exists — and every reply is audited for leaks anyway.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -15,6 +18,7 @@ from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.sqlclauses import golden_clauses, identifiers
 from evalbench.vuser import VUSERS
+from evalbench.vuser.audit import audit_reply
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = {"the", "a", "an", "of", "by", "in", "on", "for", "to", "and", "or", "with", "what", "which", "do", "you", "mean", "is", "are"}
@@ -31,6 +35,7 @@ class RulesVirtualUser:
 
     def __init__(self, config: Any, run_seed: int, knowledge: Knowledge) -> None:
         self.patience = config.patience
+        self.block_leaks = config.block_leaks
         self.knowledge = knowledge
 
     def describe(self) -> dict[str, Any]:
@@ -38,7 +43,13 @@ class RulesVirtualUser:
 
     def answer(self, conversation: Conversation, question: str) -> VUserReply:
         action = self.encode(conversation, question)
-        return VUserReply(action=action, text=self.decode(conversation, action))
+        text = self.decode(conversation, action)
+        audit = audit_reply(text, conversation, action)
+        if audit["leaks"] and self.block_leaks:  # deterministic: the second try is the refusal
+            first = audit["leaks"]
+            text = REFUSAL
+            audit = audit_reply(text, conversation, action) | {"regenerated": True, "first_leaks": first}
+        return VUserReply(action=action, text=text, audit=audit)
 
     # ------------------------------------------------------------------ encode
 
@@ -66,7 +77,9 @@ class RulesVirtualUser:
     # ------------------------------------------------------------------ decode
 
     def decode(self, conversation: Conversation, action: VUserAction) -> str:
-        clear = conversation.item.question if conversation.phase.phase.value == "main" else conversation.phase.question
+        main = conversation.phase.phase.value == "main"
+        clear = conversation.item.question if main else conversation.phase.question
+        spans = clarifying_spans(conversation.item.opening_question, clear) if main else []
         if action.kind == "labeled":
             parts = []
             for term in action.terms:
@@ -78,11 +91,38 @@ class RulesVirtualUser:
                     parts.append(f'By "{term}" I mean {entry.name}: {entry.description} {prose}'.strip())
                     continue
                 hint = _words(term) | identifier_words(ambiguity.sql_snippet or "")
-                parts.append(f'By "{term}" I mean: {_best_sentence(clear, hint)}')
+                parts.append(f'By "{term}" I mean {_best_span(spans, term, hint) or _best_sentence(clear, hint)}')
             return " ".join(parts)
         if action.kind == "unlabeled":
-            return f"To be precise: {_best_sentence(clear, identifier_words(action.segment or ''))}"
+            hint = identifier_words(action.segment or "")
+            return f"To be precise: {_best_span(spans, '', hint) or _best_sentence(clear, hint)}"
         return REFUSAL
+
+
+def clarifying_spans(ambiguous: str, clear: str) -> list[tuple[str, str]]:
+    """(ambiguous words, clear words) for each place where the clear question says more or
+    something else: a word-level diff of the two questions."""
+    a, c = ambiguous.split(), clear.split()
+
+    def key(word: str) -> str:
+        return word.lower().strip(".,;:?!'\"()")
+
+    matcher = difflib.SequenceMatcher(a=[key(w) for w in a], b=[key(w) for w in c], autojunk=False)
+    return [
+        (" ".join(a[i1:i2]), " ".join(c[j1:j2]).rstrip(".,;:?!"))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag in ("replace", "insert") and c[j1:j2]
+    ]
+
+
+def _best_span(spans: list[tuple[str, str]], term: str, hint: set[str]) -> str | None:
+    """The clear-side span that replaced ``term``, else the one sharing most words with ``hint``."""
+    if not spans:
+        return None
+    term_words = _words(term)
+    scored = [(len(_words(old) & term_words) * 10 + len(_words(new) & hint), new) for old, new in spans]
+    score, best = max(scored, key=lambda x: x[0])
+    return best if score > 0 or len(spans) == 1 else None
 
 
 def identifier_words(sql: str) -> set[str]:
