@@ -248,3 +248,23 @@ def test_golden_is_ordered(sql, ordered):
 def test_golden_is_ordered_parenthesised_top_level_query():
     # the whole statement in parentheses: its ORDER BY still sorts the result
     assert golden_is_ordered("(SELECT a FROM t ORDER BY a)") is True
+
+
+def test_rows_tied_on_the_sort_keys_may_come_in_any_order():
+    """The database does not order ties: two runs of the same query may differ there."""
+    from evalbench.dataset import Conditions
+    from evalbench.db.sandbox import ExecutionResult
+    from evalbench.scoring.compare import compare
+    from evalbench.scoring.execution import tie_key_positions
+
+    sql = "SELECT name, score FROM t ORDER BY score DESC"
+    golden = ExecutionResult(columns=["name", "score"], rows=[("a", 9), ("b", 5), ("c", 5), ("d", 1)])
+    tied = ExecutionResult(columns=["name", "score"], rows=[("a", 9), ("c", 5), ("b", 5), ("d", 1)])
+    wrong = ExecutionResult(columns=["name", "score"], rows=[("b", 5), ("a", 9), ("c", 5), ("d", 1)])
+    keys = tie_key_positions(sql, golden.columns)
+    assert keys == [1]
+    ordered = Conditions(order=True)
+    assert compare(tied, golden, ordered, True, keys).match
+    assert not compare(tied, golden, ordered, True, None).match  # without known keys: strict order
+    assert not compare(wrong, golden, ordered, True, keys).match
+    assert tie_key_positions("SELECT name FROM t ORDER BY length(name)", ["name"]) is None

@@ -26,6 +26,50 @@ def golden_is_ordered(sql: str) -> bool:
     return tree is not None and tree.args.get("order") is not None
 
 
+@lru_cache(maxsize=1024)
+def order_keys(sql: str) -> tuple[str | int, ...] | None:
+    """The outermost ORDER BY as output column names (lower case) or 1-based positions; None
+    when there is none or a key is an expression not in the output."""
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read="postgres")
+    except sqlglot.errors.SqlglotError:
+        return None
+    while isinstance(tree, (exp.Paren, exp.Subquery)) and tree.args.get("order") is None:
+        tree = tree.this
+    order = tree.args.get("order") if tree is not None else None
+    if order is None:
+        return None
+    keys: list[str | int] = []
+    for ordered in order.expressions:
+        key = ordered.this
+        if isinstance(key, exp.Column):
+            keys.append(key.name.lower())
+        elif isinstance(key, exp.Literal) and key.is_int:
+            keys.append(int(key.this))
+        else:
+            return None
+    return tuple(keys)
+
+
+def tie_key_positions(sql: str, columns: list[str]) -> list[int] | None:
+    """Positions in ``columns`` of the golden query's sort keys (None if any is not found)."""
+    keys = order_keys(sql)
+    if not keys:
+        return None
+    names = [c.lower() for c in columns]
+    positions = []
+    for key in keys:
+        if isinstance(key, int):
+            if not 1 <= key <= len(names):
+                return None
+            positions.append(key - 1)
+        elif names.count(key) == 1:
+            positions.append(names.index(key))
+        else:
+            return None
+    return positions
+
+
 @SCORERS.register("exec_match")
 class ExecMatch:
     """The generated result equals a golden result (any of them) under the item's conditions."""
@@ -47,7 +91,8 @@ class ExecMatch:
         reasons = []
         for sql, golden in zip(phase.golden_sql, phase.golden):
             ordered = phase.conditions.order if phase.conditions_explicit else golden_is_ordered(sql)
-            verdict = compare(phase.generated, golden, phase.conditions, ordered)
+            ties = tie_key_positions(sql, golden.columns) if ordered else None
+            verdict = compare(phase.generated, golden, phase.conditions, ordered, ties)
             if verdict.match:
                 return Score(1.0, True, detail=verdict.reason, flags=verdict.flags)
             reasons.append(verdict)
