@@ -87,7 +87,8 @@ def _vuser_shorthand(value: Any) -> Any:
         return {"vuser": value}
     if isinstance(value, dict) and "generator" in value and "vuser" not in value:
         value = dict(value)
-        value.pop("generator")
+        if value.pop("generator") == "gcp_vertex_gemini":
+            value.setdefault("vertexai", True)  # EvalBench's Gemini generator is Vertex AI
         value["vuser"] = "llm"
     return value
 

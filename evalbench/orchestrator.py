@@ -167,6 +167,9 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         for sandbox in sandboxes:
             sandbox.close()
         agent.close()
+        close_vuser = getattr(vuser, "close", None)
+        if close_vuser is not None:
+            close_vuser()
         for bar in bars.values():
             bar.close()
     if scheduler.failure is not None:

@@ -268,3 +268,11 @@ def test_rows_tied_on_the_sort_keys_may_come_in_any_order():
     assert not compare(tied, golden, ordered, True, None).match  # without known keys: strict order
     assert not compare(wrong, golden, ordered, True, keys).match
     assert tie_key_positions("SELECT name FROM t ORDER BY length(name)", ["name"]) is None
+
+
+def test_order_keys_of_queries_ending_in_a_comment_and_sorting_by_expressions():
+    from evalbench.scoring.execution import golden_is_ordered, order_keys
+
+    sql = "SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY count(*) DESC, a; -- most first"
+    assert golden_is_ordered(sql)
+    assert order_keys(sql) == (2, 1)

@@ -127,7 +127,7 @@ class GeminiAgent(ChatAgent):
         try:
             response = self.client.models.generate_content(model=self.config.model, contents=history, config=config)
         except genai_errors.APIError as exc:
-            raise _api_failure(exc) from None
+            raise api_failure(exc) from None
         except Exception as exc:
             failure = transport_failure(exc, self.endpoint or "the Gemini API", self.config.timeout_s)
             if failure is not None:
@@ -138,7 +138,7 @@ class GeminiAgent(ChatAgent):
         return _read(response)
 
 
-def _api_failure(exc: genai_errors.APIError) -> CallFailed:
+def api_failure(exc: genai_errors.APIError) -> CallFailed:
     code = int(exc.code or 0)
     message = f"HTTP {code} {exc.status or ''}: {exc.message or exc.details}"[:BODY_KEPT]
     if code in RETRY_STATUSES:

@@ -108,3 +108,10 @@ def first_keyword(statement: str) -> str:
         return ""
     first = tokens[0]
     return "(" if first.token_type == TokenType.L_PAREN else first.text.upper()
+
+
+def last_statement(sql: str) -> str:
+    """The last statement of ``sql`` without its semicolon (comments after it dropped), for
+    parsing a query that may end with ``; -- a comment``."""
+    statements = split_statements(sql)
+    return statements[-1] if statements else sql

@@ -9,6 +9,7 @@ import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.conversation import Conversation, PhaseRecord
+from evalbench.db.statements import last_statement
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import compare
 
@@ -18,7 +19,7 @@ def golden_is_ordered(sql: str) -> bool:
     """Whether the outermost query of ``sql`` has an ORDER BY (EvalBench items carry no
     ``conditions``; there, order matters exactly when the golden SQL sorts)."""
     try:
-        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read="postgres")
+        tree = sqlglot.parse_one(last_statement(sql), read="postgres")
     except sqlglot.errors.SqlglotError:
         return False
     while isinstance(tree, (exp.Paren, exp.Subquery)) and tree.args.get("order") is None:
@@ -31,7 +32,7 @@ def order_keys(sql: str) -> tuple[str | int, ...] | None:
     """The outermost ORDER BY as output column names (lower case) or 1-based positions; None
     when there is none or a key is an expression not in the output."""
     try:
-        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read="postgres")
+        tree = sqlglot.parse_one(last_statement(sql), read="postgres")
     except sqlglot.errors.SqlglotError:
         return None
     while isinstance(tree, (exp.Paren, exp.Subquery)) and tree.args.get("order") is None:
@@ -39,13 +40,17 @@ def order_keys(sql: str) -> tuple[str | int, ...] | None:
     order = tree.args.get("order") if tree is not None else None
     if order is None:
         return None
+    select = tree if isinstance(tree, exp.Select) else None
+    outputs = [e.unalias().sql() for e in select.expressions] if select is not None else []
     keys: list[str | int] = []
     for ordered in order.expressions:
         key = ordered.this
-        if isinstance(key, exp.Column):
+        if isinstance(key, exp.Column) and key.sql() not in outputs:
             keys.append(key.name.lower())
         elif isinstance(key, exp.Literal) and key.is_int:
             keys.append(int(key.this))
+        elif key.sql() in outputs:  # ORDER BY an expression that is also selected
+            keys.append(outputs.index(key.sql()) + 1)
         else:
             return None
     return tuple(keys)

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from evalbench.conversation import Conversation, VUserAction
 
 RUN = 4  # consecutive golden SQL tokens that make a leak
-_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|\d+(?:\.\d+)?|'[^']*'|<=|>=|<>|!=|::|[=<>*(),+\-/%]")
+# Qualified names split at "." as sqlglot's tokenizer splits the golden SQL (o.order_ts -> o . order_ts).
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|'[^']*'|<=|>=|<>|!=|::|[=<>*(),+\-/%.]")
 _KEYWORD_LIKE = re.compile(r"^[a-z]+$")
 
 
