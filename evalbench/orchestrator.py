@@ -86,9 +86,12 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     run_dir = config.reporting.csv.output_directory / run_id
     if (run_dir / "conversations.jsonl").exists():
         raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id")
+    vuser_info = vuser.describe()
+    simulator = {k: v for k, v in vuser_info.items()
+                 if k in ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")}
     writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows,
-                       metric_scorers={s.name for s in scorers if s.is_metric})
-    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser.describe())
+                       metric_scorers={s.name for s in scorers if s.is_metric}, simulator=simulator)
+    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info)
     writer.write_manifest(manifest)
 
     bars = _progress_bars(scan.groups, progress)

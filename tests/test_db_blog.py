@@ -56,6 +56,7 @@ def test_db_blog_oracle(tmp_path, pgdata):
     assert len(management) == 80
     assert all(not r["phases"][0]["scores"]["exec_match"]["applicable"] for r in management)
     assert all(r["sessions_opened"] == 1 for r in records)
+    assert all(r["simulator"] == {"vuser": "rules", "block_leaks": False} for r in records)
 
     # nothing the management SQL did persisted
     before = _table_counts("db_blog")

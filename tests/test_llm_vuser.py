@@ -468,5 +468,8 @@ def test_pipeline_run_with_the_llm_vuser(server, script, gemini_env, tmp_path, p
     assert result.summary["scorers"]["exec_match"]["main"]["rate"] == 1.0
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["vuser"]["vuser"] == "llm" and len(manifest["vuser"]["encode_prompt_sha256"]) == 16
+    simulator = records[0]["simulator"]  # every record names its simulator and prompt hashes
+    assert simulator["encode_prompt_sha256"] == manifest["vuser"]["encode_prompt_sha256"]
+    assert all(r["simulator"] == simulator for r in records)
     turns = [t for r in records for t in r["turns"] if t["vuser"]]
     assert all(t["vuser"]["audit"]["calls"] and t["vuser"]["action_kind"] == "labeled" for t in turns)

@@ -33,10 +33,14 @@ def _json_default(value: Any) -> Any:
 
 
 class RunWriter:
-    def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str]) -> None:
+    def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str],
+                 simulator: dict[str, Any] | None = None) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
         self.preview_rows = preview_rows
+        # Who played the user (kind, model, prompt hashes): on every record, so conversations
+        # from different simulators are never compared unknowingly.
+        self.simulator = simulator or {}
         run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._journal = (run_dir / JOURNAL).open("a", encoding="utf-8")
@@ -51,6 +55,7 @@ class RunWriter:
     def record(self, conv: Conversation) -> dict[str, Any]:
         """Journal one completed conversation (thread-safe)."""
         record = conversation_record(conv, self.run_id, self.preview_rows)
+        record["simulator"] = self.simulator
         line = json.dumps(record, default=_json_default, ensure_ascii=False)
         with self._lock:
             self._journal.write(line + "\n")

@@ -39,7 +39,7 @@ class RulesVirtualUser:
         self.knowledge = knowledge
 
     def describe(self) -> dict[str, Any]:
-        return {"vuser": self.name, "patience": self.patience}
+        return {"vuser": self.name, "patience": self.patience, "block_leaks": self.block_leaks}
 
     def answer(self, conversation: Conversation, question: str) -> VUserReply:
         action = self.encode(conversation, question)
