@@ -218,6 +218,9 @@ class RunConfig(StrictModel):
     embedded: EmbeddedConfig = Field(EmbeddedConfig(), description="the embedded PostgreSQL")
     seed: int = Field(0, description="run seed; each conversation's seed derives from it and the item id")
     max_turns: int = Field(30, ge=1, description="hard cap on turns per conversation, all phases together")
+    debug_attempts: int = Field(
+        0, ge=0, description="after a wrong answer the user says so and the agent may try again (BIRD-Interact: 1)"
+    )
     max_in_flight: int = Field(64, ge=1, description="conversations in flight at once (bounds memory)")
     conversation_timeout_s: float = Field(600.0, gt=0, description="wall-clock budget of one conversation")
     run_id: str | None = Field(None, description="name of the run directory (default: timestamp + config name)")

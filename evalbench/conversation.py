@@ -143,6 +143,17 @@ class PhaseRecord:
     outcome: Outcome | None = None
     error: str | None = None
     scores: dict[str, Score] = field(default_factory=dict)
+    debug_used: int = 0  # debugging attempts taken (BIRD-Interact: one more try after a wrong answer)
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # the wrong answers before the last
+    pending_message: str | None = None  # what the user says next, before anything else
+
+    @property
+    def failed_answer(self) -> bool:
+        """The phase was answered and its primary pass/fail verdict is a failure."""
+        for score in self.scores.values():
+            if score.passed is not None:
+                return not score.passed
+        return False
 
     @property
     def passed(self) -> bool:
@@ -161,7 +172,8 @@ class Conversation:
     seed: int
     max_turns: int
     patience: int
-    deadline: float  # monotonic time after which the conversation ends as TIMEOUT
+    deadline: float
+    debug_attempts: int = 0  # monotonic time after which the conversation ends as TIMEOUT
     stage: Stage = Stage.PROMPT
     turns: list[Turn] = field(default_factory=list)
     phases: list[PhaseRecord] = field(default_factory=list)
@@ -209,8 +221,16 @@ def start(conv: Conversation) -> Stage:
     return conv.stage
 
 
+DEBUG_MESSAGE = "That is not the result I expected. Please check your SQL and try again."
+
+
 def next_user_message(conv: Conversation) -> tuple[str, str]:
-    """(text, role) of the next message to the agent: the phase's question, or the vuser's answer."""
+    """(text, role) of the next message to the agent: a pending message (after a wrong answer),
+    the vuser's answer to a clarification, or the phase's question."""
+    phase = conv.phase
+    if phase.pending_message is not None:
+        text, phase.pending_message = phase.pending_message, None
+        return text, "user"
     if conv.turns and conv.last_turn.phase == conv.phase.phase and conv.last_turn.vuser is not None:
         return conv.last_turn.vuser.text, "vuser"
     return conv.phase.question, "user"
@@ -259,6 +279,15 @@ def after_execute(conv: Conversation) -> Stage:
 
 def after_score(conv: Conversation) -> Stage:
     phase = conv.phase
+    if phase.outcome is None and phase.failed_answer and phase.debug_used < conv.debug_attempts:
+        # BIRD-Interact's debugging: the user says the answer is wrong; one more try, same phase
+        phase.attempts.append({"sql": phase.sql, "scores": {n: s.passed for n, s in phase.scores.items()}})
+        phase.debug_used += 1
+        phase.sql, phase.generated, phase.scores = None, None, {}
+        phase.pending_message = DEBUG_MESSAGE
+        if len(conv.turns) >= conv.max_turns:
+            return _end_phase(conv, Outcome.MAX_TURNS, f"max_turns ({conv.max_turns}) reached before debugging")
+        return _goto(conv, Stage.PROMPT)
     if phase.outcome is None:
         phase.outcome = Outcome.SCORED
     follow_up = conv.item.follow_up

@@ -146,7 +146,8 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         work = StageWork(Parts(agent, vuser, sandbox, scorers))
         for item in dataset.items(group):
             conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
-                                    patience=_patience(config), timeout_s=config.conversation_timeout_s)
+                                    patience=_patience(config), timeout_s=config.conversation_timeout_s,
+                                    debug_attempts=config.debug_attempts)
             if not scheduler.admit(conv, work):
                 break
 
@@ -212,7 +213,8 @@ def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error:
     """A group whose database cannot be set up: every item is still recorded (as db_error)."""
     for item in dataset.items(group):
         conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
-                                patience=_patience(config), timeout_s=config.conversation_timeout_s)
+                                patience=_patience(config), timeout_s=config.conversation_timeout_s,
+                                    debug_attempts=config.debug_attempts)
         stage = fail(conv, Outcome.DB_ERROR, f"database setup failed: {error}")
         while stage is not Stage.COMPLETE:
             stage = work.run(stage, conv)

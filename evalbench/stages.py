@@ -53,8 +53,10 @@ class Parts:
     scorers: list[Scorer]
 
 
-def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, timeout_s: float) -> Conversation:
-    conv = Conversation(item=item, seed=seed, max_turns=max_turns, patience=patience, deadline=time.monotonic() + timeout_s)
+def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, timeout_s: float,
+                     debug_attempts: int = 0) -> Conversation:
+    conv = Conversation(item=item, seed=seed, max_turns=max_turns, patience=patience,
+                        deadline=time.monotonic() + timeout_s, debug_attempts=debug_attempts)
     start(conv)
     return conv
 
@@ -120,7 +122,8 @@ class StageWork:
         sandbox = self.parts.sandbox
         if phase.sql:
             phase.generated = sandbox.execute(phase.sql, mode=mode, preprocess=item.preprocess_sql)
-        phase.golden = [sandbox.execute(sql, mode=mode, preprocess=item.preprocess_sql) for sql in phase.golden_sql]
+        if not phase.golden:  # a debugging attempt reuses the phase's golden results
+            phase.golden = [sandbox.execute(sql, mode=mode, preprocess=item.preprocess_sql) for sql in phase.golden_sql]
 
     def _score(self, conv: Conversation) -> None:
         phase = conv.phase
@@ -141,9 +144,10 @@ class StageWork:
 
 
 def run_conversation(item: Item, parts: Parts, *, seed: int = 0, max_turns: int = 10, patience: int = 3,
-                     timeout_s: float = 600.0) -> Conversation:
+                     timeout_s: float = 600.0, debug_attempts: int = 0) -> Conversation:
     """Run one conversation to COMPLETE in the calling thread (library use and tests)."""
-    conv = new_conversation(item, seed=seed, max_turns=max_turns, patience=patience, timeout_s=timeout_s)
+    conv = new_conversation(item, seed=seed, max_turns=max_turns, patience=patience, timeout_s=timeout_s,
+                            debug_attempts=debug_attempts)
     work = StageWork(parts)
     stage = conv.stage
     while stage is not Stage.COMPLETE:

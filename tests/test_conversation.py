@@ -234,3 +234,26 @@ def test_simulated_agents_are_deterministic(demo_sandbox, agent_name):
         return [run_conversation(item, Parts(agent, vuser, demo_sandbox, build_scorers(SCORERS)), seed=7).outcome for item in items[:15]]
 
     assert verdicts() == verdicts()
+
+
+def test_debugging_attempt_after_a_wrong_answer(demo_sandbox):
+    """BIRD-Interact: after a wrong answer the user says so and the agent may try once more;
+    a phase solved that way is worth 0.5 (main) instead of 0.7."""
+    from evalbench.conversation import DEBUG_MESSAGE
+    from evalbench.results.record import reward
+
+    def script(session, turn, text):
+        return sql("SELECT 1") if turn == 0 else sql(GOLDEN)
+
+    conv = run_conversation(make_item(), parts(ScriptedAgent(script), demo_sandbox), debug_attempts=1)
+    assert conv.outcome is Outcome.SCORED
+    assert [t.user_text for t in conv.turns][1] == DEBUG_MESSAGE
+    main = conv.phases[0]
+    assert main.debug_used == 1 and main.passed and main.attempts[0]["scores"]["exec_match"] is False
+    assert reward(conv) == 0.5
+
+    conv = run_conversation(make_item(), parts(ScriptedAgent(script), demo_sandbox))  # no debugging offered
+    assert not conv.phases[0].passed and len(conv.turns) == 1 and reward(conv) == 0.0
+
+    conv = run_conversation(make_item(), parts(ScriptedAgent(lambda s, t, x: sql("SELECT 1")), demo_sandbox), debug_attempts=1)
+    assert not conv.phases[0].passed and len(conv.turns) == 2  # one more try, then the phase fails

@@ -100,6 +100,8 @@ def phase_record(phase: PhaseRecord, preview_rows: int) -> dict[str, Any]:
         "error": _clip(phase.error),
         "clarifications": phase.clarifications,
         "clarification_budget": phase.clarification_budget,
+        "debug_used": phase.debug_used,
+        "attempts": phase.attempts,
         "sql": _clip(phase.sql),
         "conditions": phase.conditions.model_dump(),
         "generated": execution_record(phase.generated, preview_rows),
@@ -108,9 +110,8 @@ def phase_record(phase: PhaseRecord, preview_rows: int) -> dict[str, Any]:
     }
 
 
-# BIRD-Interact's reward: the main phase solved is worth 0.7, the follow-up 0.3 (0.5 and 0.2 when
-# solved after a debugging attempt, which this harness does not offer yet).
-MAIN_REWARD, FOLLOW_UP_REWARD = 0.7, 0.3
+# BIRD-Interact's reward of a solved phase: (first try, after debugging).
+REWARDS = {Phase.MAIN: (0.7, 0.5), Phase.FOLLOW_UP: (0.3, 0.2)}
 
 
 def reward(conv: Conversation) -> float:
@@ -118,7 +119,8 @@ def reward(conv: Conversation) -> float:
     total = 0.0
     for phase in conv.phases:
         if phase.outcome is Outcome.SCORED and phase.passed:
-            total += MAIN_REWARD if phase.phase is Phase.MAIN else FOLLOW_UP_REWARD
+            first, debugged = REWARDS[phase.phase]
+            total += debugged if phase.debug_used else first
     return round(total, 4)
 
 
