@@ -16,11 +16,9 @@ which retries it with our backoff. Prompt, protocol and failures: :mod:`evalbenc
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
-from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
@@ -40,7 +38,7 @@ from evalbench.agents.config import GeminiAgentConfig
 from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
-from evalbench.errors import ConfigError
+from evalbench.genai_client import make_genai_client
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
@@ -67,31 +65,8 @@ class GeminiAgent(ChatAgent):
     def __init__(self, config: GeminiAgentConfig, context: AgentContext) -> None:
         super().__init__(config, context)
         self.config: GeminiAgentConfig = config
-        http_options = types.HttpOptions(
-            base_url=config.base_url,
-            timeout=max(1, int(config.timeout_s * 1000)),  # milliseconds
-            retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries: ours see every 429
-        )
-        self.project = self.location = None
-        if config.vertexai:
-            self.project = config.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-            self.location = config.location or os.environ.get("GOOGLE_CLOUD_LOCATION")
-            if not self.project:
-                raise ConfigError("vertexai: true needs project_id in the agent config or GOOGLE_CLOUD_PROJECT in the environment",
-                                  key="model_config.project_id")
-            try:
-                self.client = genai.Client(vertexai=True, project=self.project, location=self.location, http_options=http_options)
-            except Exception as exc:  # e.g. no application default credentials
-                raise ConfigError(f"cannot create the Vertex AI client: {type(exc).__name__}: {exc}") from None
-        else:
-            key = os.environ.get(config.api_key_env)
-            if not key:
-                raise ConfigError(
-                    f"environment variable {config.api_key_env} is not set: the gemini agent needs a Gemini API key there "
-                    "(or set api_key_env, or vertexai: true)",
-                    key="model_config.api_key_env",
-                )
-            self.client = genai.Client(api_key=key, http_options=http_options)
+        made = make_genai_client(config, who="gemini agent", config_key="model_config")
+        self.client, self.project, self.location = made.client, made.project, made.location
         tools = [types.Tool(function_declarations=FUNCTION_DECLARATIONS)] if self.function_calling else None
         self._base_config = dict(
             temperature=config.temperature,

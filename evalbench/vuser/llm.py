@@ -69,14 +69,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import random
 import re
 import time
 from pathlib import Path
 from typing import Any
 
-from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
@@ -89,6 +87,7 @@ from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.errors import ConfigError
+from evalbench.genai_client import make_genai_client
 from evalbench.sqlclauses import golden_clauses
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
@@ -328,34 +327,9 @@ class LlmVirtualUser:
         self.decode_path, self.decode_template = _load_prompt(config.decode_prompt, DECODE_PROMPT, "decode_prompt", "{action}")
         self.limiter = CallLimiter(config.execs_per_minute, config.max_concurrency)
         self.rng = random.Random(self.seed)  # backoff jitter only
-        self.client = self._client(config)
+        made = make_genai_client(config, who="llm virtual user", config_key="vuser_model_config")
+        self.client, self.project, self.location = made.client, made.project, made.location
         self.generation = types.GenerateContentConfig(temperature=config.temperature, seed=self.seed)
-
-    def _client(self, config: LlmVUserConfig) -> genai.Client:
-        http_options = types.HttpOptions(
-            base_url=config.base_url,
-            timeout=max(1, int(config.timeout_s * 1000)),  # milliseconds
-            retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries: ours see every 429
-        )
-        self.project = self.location = None
-        if config.vertexai:
-            self.project = config.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-            self.location = config.location or os.environ.get("GOOGLE_CLOUD_LOCATION")
-            if not self.project:
-                raise ConfigError("vertexai: true needs project_id in the virtual user config or GOOGLE_CLOUD_PROJECT "
-                                  "in the environment", key="vuser_model_config.project_id")
-            try:
-                return genai.Client(vertexai=True, project=self.project, location=self.location, http_options=http_options)
-            except Exception as exc:  # e.g. no application default credentials
-                raise ConfigError(f"cannot create the Vertex AI client: {type(exc).__name__}: {exc}") from None
-        key = os.environ.get(config.api_key_env)
-        if not key:
-            raise ConfigError(
-                f"environment variable {config.api_key_env} is not set: the llm virtual user needs a Gemini API key there "
-                "(or set api_key_env, or vertexai: true)",
-                key="vuser_model_config.api_key_env",
-            )
-        return genai.Client(api_key=key, http_options=http_options)
 
     @property
     def endpoint(self) -> str | None:

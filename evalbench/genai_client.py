@@ -1,0 +1,52 @@
+"""The one place a google-genai client is made (the gemini agent and the llm virtual user).
+
+The SDK's own retries are off, so that our retry logic (evalbench/agents/limits.py) sees every
+429 and 503. The API key comes from the environment, or Vertex AI settings do.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from evalbench.errors import ConfigError
+
+
+@dataclass
+class GenaiClient:
+    client: Any  # google.genai.Client
+    project: str | None
+    location: str | None
+
+
+def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
+    """A client for ``config`` (fields: base_url, timeout_s, vertexai, project, location,
+    api_key_env). ``who`` and ``config_key`` name the user of the client in error messages."""
+    from google import genai
+    from google.genai import types
+
+    http_options = types.HttpOptions(
+        base_url=config.base_url,
+        timeout=max(1, int(config.timeout_s * 1000)),  # milliseconds
+        retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries: ours see every 429
+    )
+    if config.vertexai:
+        project = config.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        location = config.location or os.environ.get("GOOGLE_CLOUD_LOCATION")
+        if not project:
+            raise ConfigError(f"vertexai: true needs project_id in the {who} config or GOOGLE_CLOUD_PROJECT in the "
+                              "environment", key=f"{config_key}.project_id")
+        try:
+            client = genai.Client(vertexai=True, project=project, location=location, http_options=http_options)
+        except Exception as exc:  # e.g. no application default credentials
+            raise ConfigError(f"cannot create the Vertex AI client: {type(exc).__name__}: {exc}") from None
+        return GenaiClient(client, project, location)
+    key = os.environ.get(config.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"environment variable {config.api_key_env} is not set: the {who} needs a Gemini API key there "
+            "(or set api_key_env, or vertexai: true)",
+            key=f"{config_key}.api_key_env",
+        )
+    return GenaiClient(genai.Client(api_key=key, http_options=http_options), None, None)
