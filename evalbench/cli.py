@@ -1,7 +1,7 @@
 """The ``evalbench`` command: a thin shell over the library. Heavy imports happen inside the
 commands so that ``evalbench --help`` stays instant.
 
-Exit codes: 0 the run completed; 2 invalid config or dataset; 3 infrastructure failure (a
+Exit codes: 0 the run completed (validate: the dataset is valid); 1 validate found invalid items; 2 invalid config or dataset; 3 infrastructure failure (a
 database could not be set up — its items are still journaled, as db_error — or the journal
 could not be written); 130 cancelled (Ctrl-C).
 """
@@ -17,6 +17,7 @@ EXIT_OK, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 2, 3, 130
 
 EPILOG = """examples:
   evalbench run --config configs/quickstart.yaml
+  evalbench validate --config configs/quickstart.yaml
   evalbench run --config configs/quickstart.yaml --set model_config=simulated:oracle
 """
 
@@ -53,6 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a top-level config key (value parsed as YAML), e.g. --set seed=7",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    validate = commands.add_parser(
+        "validate",
+        help="check a dataset: run every golden SQL, check conditions and annotations",
+        description="Run every golden SQL through the sandbox and check what needs no agent. "
+        "Exit 1 when an item is invalid (and not --allow'ed), 2 on a config error.",
+        epilog="example:\n  evalbench validate --config configs/quickstart.yaml --allow greenleaf_7",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    validate.add_argument("--config", required=True, help="run config (YAML): its dataset and databases are checked")
+    validate.add_argument("--allow", nargs="*", default=[], metavar="ITEM_ID", help="invalid items to accept")
+    validate.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     return parser
 
 
@@ -74,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "validate":
+            return _validate(args)
     except EvalbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -118,6 +133,31 @@ def _run(args: argparse.Namespace) -> int:
     if any(info.get("error") for info in result.summary.get("databases", {}).values()):
         return EXIT_INFRA  # its items are in the journal as db_error, but the run did not really happen
     return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from evalbench.config import load_run_config
+    from evalbench.validate import validate
+
+    report = validate(load_run_config(args.config))
+    for error in report.record_errors:
+        print(f"record error: {error}")
+    for key, error in report.database_errors.items():
+        print(f"database {key}: {error}")
+    for item in report.reports:
+        for finding in item.findings:
+            print(f"{item.item_id} ({item.source}): {finding.level}: {finding.message}")
+    invalid = [i for i in report.invalid_ids() if i not in set(args.allow)]
+    allowed = [i for i in report.invalid_ids() if i in set(args.allow)]
+    print(f"{report.items} items: {len(invalid)} invalid, {len(allowed)} invalid but allowed, "
+          f"{len(report.record_errors)} record errors, "
+          f"{sum(1 for r in report.reports for f in r.findings if f.level == 'warning')} warnings")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+    return 1 if invalid or report.record_errors else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -131,18 +131,9 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
                         "tables_loaded": report.tables_loaded, "rows_loaded": report.rows_loaded, "warning": report.warning}
         if report.warning:
             log.warning("%s: %s", key, report.warning)
-        db_config = config.database_for(dialect, database)
-        target = resolve_target(db_config, config.embedded.data_dir)
-        url = target.url(user=SANDBOX_ROLE) if report.sandbox_user == SANDBOX_ROLE else target.url()
-        sandbox = Sandbox(
-            libpq_conninfo(url),
-            pool_size=runners.sqlexec_runners,
-            statement_timeout_s=db_config.statement_timeout_s or config.execution.statement_timeout_s,
-            max_rows=db_config.max_rows or config.execution.max_rows,
-            executions_per_minute=db_config.max_executions_per_minute,
-        )
+        sandbox, conninfo = open_sandbox(config, dialect, database, report)
         sandboxes.append(sandbox)
-        schemas.register(dialect, database, libpq_conninfo(url))
+        schemas.register(dialect, database, conninfo)
         work = StageWork(Parts(agent, vuser, sandbox, scorers))
         for item in dataset.items(group):
             conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
@@ -207,6 +198,22 @@ def _provision(config: RunConfig, dialect: str, database: str) -> ProvisionRepor
     target = resolve_target(db_config, config.embedded.data_dir)
     setup = find_setup(config.setup_directory, database, dialect)
     return provision(target, setup)
+
+
+def open_sandbox(config: RunConfig, dialect: str, database: str, report: ProvisionReport) -> tuple[Sandbox, str]:
+    """The sandbox of a provisioned database, and the connection string it uses."""
+    db_config = config.database_for(dialect, database)
+    target = resolve_target(db_config, config.embedded.data_dir)
+    url = target.url(user=SANDBOX_ROLE) if report.sandbox_user == SANDBOX_ROLE else target.url()
+    conninfo = libpq_conninfo(url)
+    sandbox = Sandbox(
+        conninfo,
+        pool_size=config.runners.sqlexec_runners,
+        statement_timeout_s=db_config.statement_timeout_s or config.execution.statement_timeout_s,
+        max_rows=db_config.max_rows or config.execution.max_rows,
+        executions_per_minute=db_config.max_executions_per_minute,
+    )
+    return sandbox, conninfo
 
 
 def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any) -> None:
