@@ -28,7 +28,7 @@ from evalbench.errors import ProvisioningError
 log = logging.getLogger(__name__)
 
 # Bump when provisioning itself changes what it leaves behind, so old databases are rebuilt.
-PROVISIONING_VERSION = "1"
+PROVISIONING_VERSION = "2"
 _MARK = "evalbench:"
 _INSERT_BATCH = 500
 DIALECT_DIRS = {"postgres": ("postgres", "postgresql"), "alloydb": ("alloydb", "postgres", "postgresql")}
@@ -169,6 +169,7 @@ def _load(target: DatabaseTarget, setup: SetupFiles) -> tuple[int, int]:
         if setup.post_setup:
             _run_file(conn, setup.post_setup)
         _advance_sequences(conn)
+        conn.execute("ANALYZE")  # statistics from the start, so plans do not shift mid-run
     return len(setup.data), rows
 
 

@@ -44,6 +44,7 @@ class _ScorerRegistry(Registry[ScorerFactory]):
     def _load(self) -> None:
         import evalbench.scoring.execution  # noqa: F401
         import evalbench.scoring.metrics  # noqa: F401
+        import evalbench.scoring.more  # noqa: F401
 
     def get(self, name: str) -> ScorerFactory:
         self._load()
