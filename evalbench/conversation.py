@@ -146,6 +146,7 @@ class PhaseRecord:
     debug_used: int = 0  # debugging attempts taken (BIRD-Interact: one more try after a wrong answer)
     attempts: list[dict[str, Any]] = field(default_factory=list)  # the wrong answers before the last
     pending_message: str | None = None  # what the user says next, before anything else
+    conninfo: str | None = None  # the sandbox's connection, for scorers that run SQL themselves
 
     @property
     def failed_answer(self) -> bool:

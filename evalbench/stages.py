@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from evalbench.agents import Agent
@@ -126,6 +127,16 @@ class StageWork:
             phase.golden = [sandbox.execute(sql, mode=mode, preprocess=item.preprocess_sql) for sql in phase.golden_sql]
 
     def _score(self, conv: Conversation) -> None:
+        phase = conv.phase
+        sandbox = self.parts.sandbox
+        test_cases = conv.item.test_cases if phase.phase.value == "main" else getattr(conv.item.follow_up, "test_cases", [])
+        if sandbox is not None:
+            phase.conninfo = sandbox.conninfo
+        # Test cases write (and restore sequences) from another process: not beside other writers.
+        with sandbox.write_lock if sandbox is not None and test_cases else nullcontext():
+            self._run_scorers(conv)
+
+    def _run_scorers(self, conv: Conversation) -> None:
         phase = conv.phase
         for scorer in self.parts.scorers:
             try:

@@ -81,6 +81,7 @@ class Sandbox:
         executions_per_minute: int | None = None,
         connect_timeout_s: float = 15.0,
     ) -> None:
+        self.conninfo = conninfo  # for work that must connect as the sandbox role itself (test cases)
         self.statement_timeout_ms = max(1, int(statement_timeout_s * 1000))
         self.max_rows = max_rows
         self._chunk = min(max_rows + 1, 1000)
@@ -98,7 +99,7 @@ class Sandbox:
             timeout=max(60.0, statement_timeout_s * 4),
             reset_on_return=None,  # every execution ends with its own ROLLBACK
         )
-        self._write_lock = threading.Lock()
+        self.write_lock = threading.Lock()
         self._warned_sequences = False
 
     def close(self) -> None:
@@ -126,7 +127,7 @@ class Sandbox:
         # sequences are not transactional, so their values are restored after the rollback, and
         # that must not race another writer.
         writes = mode == "write" or bool(preprocess)
-        with self._write_lock if writes else nullcontext():
+        with self.write_lock if writes else nullcontext():
             self._execute(statements, mode, preprocess, result, writes)
         return result
 

@@ -45,6 +45,7 @@ class _ScorerRegistry(Registry[ScorerFactory]):
         import evalbench.scoring.execution  # noqa: F401
         import evalbench.scoring.metrics  # noqa: F401
         import evalbench.scoring.more  # noqa: F401
+        import evalbench.scoring.test_cases  # noqa: F401
 
     def get(self, name: str) -> ScorerFactory:
         self._load()

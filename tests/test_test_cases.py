@@ -1,0 +1,212 @@
+"""The ``test_cases`` scorer: BIRD-Interact Management test cases, each run in a child process
+against the embedded PostgreSQL as the sandbox role, always rolled back."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from evalbench.conversation import Phase, PhaseRecord
+from evalbench.dataset.items import Conditions, Item
+from evalbench.scoring import SCORERS
+from evalbench.scoring.test_case_runner import run_test_case
+from tests.conftest import shared_dataset
+
+PRED_OK = "UPDATE stores SET manager_name = 'Zed' WHERE store_id = 1"
+
+CASE_OK = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    execute_queries(pred_sqls, db_name, conn)
+    rows, err, timeout = execute_queries("SELECT manager_name FROM stores WHERE store_id = 1", db_name, conn)
+    assert not err and not timeout
+    assert rows == [('Zed',)], f"got {rows}"
+"""
+
+
+@pytest.fixture(scope="module")
+def conninfo(pgdata) -> str:
+    from evalbench.config import DatabaseConfig
+    from evalbench.db.provision import find_setup, provision
+    from evalbench.db.target import libpq_conninfo, resolve_target
+    from tests.conftest import DEMO
+
+    target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
+    report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
+    return libpq_conninfo(target.url(user=report.sandbox_user))
+
+
+def test_golden_as_pred_passes(conninfo):
+    verdict = run_test_case(conninfo, CASE_OK, [PRED_OK], [PRED_OK], db_name="greenleaf")
+    assert verdict.passed, verdict
+    # nothing persisted
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT manager_name FROM stores WHERE store_id = 1").fetchone()[0] != "Zed"
+
+
+def test_wrong_pred_fails_with_the_assertion_message(conninfo):
+    verdict = run_test_case(conninfo, CASE_OK, ["UPDATE stores SET manager_name = 'Amy' WHERE store_id = 1"], [PRED_OK])
+    assert not verdict.passed and verdict.kind == "assertion"
+    assert "Amy" in verdict.message
+
+
+def test_sql_error_in_pred_is_reported_not_raised(conninfo):
+    case = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    _, err, _ = execute_queries(pred_sqls, db_name, conn)
+    assert not err, "the predicted SQL failed"
+    rows, _, _ = execute_queries("SELECT count(*) FROM stores", db_name, conn)
+    assert rows[0][0] > 0
+"""
+    verdict = run_test_case(conninfo, case, ["UPDATE no_such_table SET x = 1"], [PRED_OK])
+    assert not verdict.passed and verdict.message.startswith("assertion failed: the predicted SQL failed")
+    assert 'relation "no_such_table" does not exist' in verdict.message
+
+
+def test_non_assertion_error_fails(conninfo):
+    case = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    rows, _, _ = execute_queries(pred_sqls, db_name, conn)
+    return rows[0][0] / 0
+"""
+    verdict = run_test_case(conninfo, case, ["SELECT 1"], ["SELECT 1"])
+    assert not verdict.passed and verdict.kind == "error"
+    assert verdict.message.startswith("ZeroDivisionError")
+
+
+def test_infinite_loop_times_out(conninfo):
+    case = "def test_case(pred_sqls, sol_sqls, db_name, conn):\n    while True:\n        pass\n"
+    verdict = run_test_case(conninfo, case, ["SELECT 1"], ["SELECT 1"], timeout_s=3)
+    assert not verdict.passed and verdict.kind == "timeout"
+    assert "timeout" in verdict.message
+
+
+def test_drop_table_is_rolled_back(conninfo):
+    case = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    # the harness has run the predicted SQL once already
+    _, err, _ = execute_queries("SELECT 1 FROM stores", db_name, conn)
+    assert err, "stores is gone inside the transaction"
+    conn.commit()  # a no-op: test cases cannot commit
+"""
+    verdict = run_test_case(conninfo, case, ["DROP TABLE stores CASCADE"], [PRED_OK])
+    assert verdict.passed, verdict
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT count(*) FROM stores").fetchone()[0] > 0
+
+
+def test_transaction_control_in_pred_is_refused(conninfo):
+    verdict = run_test_case(conninfo, CASE_OK, [PRED_OK + "; COMMIT"], [PRED_OK])
+    assert not verdict.passed and verdict.kind == "forbidden"
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT manager_name FROM stores WHERE store_id = 1").fetchone()[0] != "Zed"
+
+
+def test_printing_test_case_and_preprocess(conninfo):
+    case = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    print('{"passed": true, "kind": "passed"}')
+    rows, _, _ = execute_queries("SELECT n FROM tc_scratch", db_name, conn)
+    assert rows == [(2,)], rows
+"""
+    verdict = run_test_case(conninfo, case, ["UPDATE tc_scratch SET n = n + 1"], [],
+                            preprocess_sql=["CREATE TABLE tc_scratch (n int)", "INSERT INTO tc_scratch VALUES (1)"])
+    assert verdict.passed, verdict
+    failing = run_test_case(conninfo, case, ["SELECT 1"], [], preprocess_sql=["CREATE TABLE tc_scratch (n int)"])
+    assert not failing.passed  # a print cannot forge the verdict
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT to_regclass('tc_scratch')").fetchone()[0] is None
+
+
+def _item(**kwargs) -> Item:
+    fields = dict(id="m1", database="greenleaf", question="q", golden_sql=[PRED_OK], category="Management")
+    fields.update(kwargs)
+    return Item(**fields)
+
+
+class _Conv:
+    def __init__(self, item: Item) -> None:
+        self.item = item
+
+
+def _phase(sql: str | None, phase: Phase = Phase.MAIN) -> PhaseRecord:
+    return PhaseRecord(phase=phase, question="q", golden_sql=[PRED_OK], conditions=Conditions(),
+                       conditions_explicit=False, is_query=False, clarification_budget=0, sql=sql)
+
+
+def test_pred_runs_once_before_the_test_case(conninfo):
+    case = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    rows, _, _ = execute_queries("SELECT n FROM tc_scratch", db_name, conn)
+    assert rows == [(2,)], rows
+"""
+    args = (conninfo, case, ["UPDATE tc_scratch SET n = n + 1"], [])
+    kwargs = dict(preprocess_sql=["CREATE TABLE tc_scratch (n int)", "INSERT INTO tc_scratch VALUES (1)"])
+    assert run_test_case(*args, **kwargs).passed
+    assert not run_test_case(*args, **kwargs, run_pred_first=False).passed
+
+
+def test_scorer(conninfo):
+    scorer = SCORERS.get("test_cases")({"conninfo": conninfo})
+    assert "test_cases" in SCORERS.names()
+    item = _item(test_cases=[CASE_OK, CASE_OK])
+    assert scorer.score(_Conv(item), _phase(PRED_OK)).passed is True
+    wrong = scorer.score(_Conv(item), _phase("SELECT 1"))
+    assert wrong.passed is False and wrong.detail.startswith("test case 1/2 failed (assertion)")
+    assert scorer.score(_Conv(item), _phase(None)).passed is False
+    assert not scorer.score(_Conv(_item()), _phase(PRED_OK)).applicable
+    # the follow-up phase uses the follow-up's test cases
+    assert not scorer.score(_Conv(item), _phase(PRED_OK, Phase.FOLLOW_UP)).applicable
+    # phase.conninfo (set by the scoring stage) takes precedence over the option
+    bare = SCORERS.get("test_cases")({})
+    phase = _phase(PRED_OK)
+    assert bare.score(_Conv(item), phase).passed is False
+    phase.conninfo = conninfo  # type: ignore[attr-defined]
+    assert bare.score(_Conv(item), phase).passed is True
+
+
+# --------------------------------------------------------------------------- a real Management item
+
+
+@pytest.fixture(scope="module")
+def db_blog_conninfo(pgdata) -> str:
+    root = shared_dataset("db_blog")
+    from evalbench.config import DatabaseConfig
+    from evalbench.db.provision import find_setup, provision
+    from evalbench.db.target import libpq_conninfo, resolve_target
+
+    target = resolve_target(DatabaseConfig(database_name="db_blog"), pgdata)
+    report = provision(target, find_setup(root / "setup", "db_blog", "postgres"))
+    return libpq_conninfo(target.url(user=report.sandbox_user))
+
+
+def _db_blog_items() -> dict[str, dict]:
+    decoder, items = json.JSONDecoder(), {}
+    for line in (shared_dataset("db_blog") / "interact_bird_format.jsonl").read_text().splitlines():
+        line, pos = line.strip(), 0
+        while pos < len(line):
+            value, pos = decoder.raw_decode(line, pos)
+            items[value["instance_id"]] = value
+            while pos < len(line) and line[pos].isspace():
+                pos += 1
+    return items
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("instance_id", ["db_blog_M_13", "db_blog_M_61"])
+def test_real_management_item(db_blog_conninfo, instance_id):
+    # db_blog_M_61's test case relies on the harness running the predicted INSERT first
+    item = _db_blog_items()[instance_id]
+    assert item["category"] == "Management" and item["test_cases"]
+    with psycopg.connect(db_blog_conninfo) as conn:
+        before = conn.execute("SELECT count(*), max(post_id) FROM tbl_posts").fetchone()
+    for case in item["test_cases"]:
+        verdict = run_test_case(db_blog_conninfo, case, item["sol_sql"], item["sol_sql"], db_name="db_blog",
+                                preprocess_sql=item["preprocess_sql"], clean_up_sqls=item["clean_up_sqls"])
+        assert verdict.passed, verdict
+    wrong = run_test_case(db_blog_conninfo, item["test_cases"][0], ["SELECT 1"], item["sol_sql"], db_name="db_blog",
+                          preprocess_sql=item["preprocess_sql"])
+    assert not wrong.passed and wrong.kind in {"assertion", "error"}
+    with psycopg.connect(db_blog_conninfo) as conn:
+        assert conn.execute("SELECT count(*), max(post_id) FROM tbl_posts").fetchone() == before
