@@ -276,3 +276,17 @@ def test_order_keys_of_queries_ending_in_a_comment_and_sorting_by_expressions():
     sql = "SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY count(*) DESC, a; -- most first"
     assert golden_is_ordered(sql)
     assert order_keys(sql) == (2, 1)
+
+
+def test_column_permutation_search_is_optional():
+    from evalbench.dataset import Conditions
+    from evalbench.db.sandbox import ExecutionResult
+    from evalbench.scoring.compare import compare
+
+    golden = ExecutionResult(columns=["a", "b"], rows=[(1, "x"), (2, "y")])
+    swapped = ExecutionResult(columns=["b", "a"], rows=[("x", 1), ("y", 2)])
+    assert not compare(swapped, golden, Conditions(), False).match
+    verdict = compare(swapped, golden, Conditions(), False, permute_columns=True)
+    assert verdict.match and verdict.flags == ("column_order",)
+    other = ExecutionResult(columns=["b", "a"], rows=[("x", 2), ("y", 1)])
+    assert not compare(other, golden, Conditions(), False, permute_columns=True).match

@@ -10,6 +10,7 @@ two empty results match and are flagged ``both_empty``.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import math
 import uuid
@@ -69,8 +70,11 @@ def normalise_rows(rows: Sequence[tuple[Any, ...]], decimal: int = -1) -> list[t
     return [tuple(normalise_value(v, decimal) for v in row) for row in rows]
 
 
+MAX_PERMUTED_COLUMNS = 6  # 720 orders at most
+
+
 def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditions: Conditions, ordered: bool,
-            tie_keys: Sequence[int] | None = None) -> Verdict:
+            tie_keys: Sequence[int] | None = None, permute_columns: bool = False) -> Verdict:
     """Does ``generated`` match ``golden`` under ``conditions``?
 
     ``tie_keys``: positions of the columns the golden query sorts by. When given, rows that tie
@@ -98,6 +102,12 @@ def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditio
     if not verdict.match and conditions.decimal < 0 and (_has_float(gen_rows) or _has_float(gold_rows)) \
             and _close_rows(gen_rows, gold_rows, conditions, ordered):
         return Verdict(True, f"same rows within a relative float tolerance of {FLOAT_TOLERANCE}")
+    if not verdict.match and permute_columns and 1 < gen_width <= MAX_PERMUTED_COLUMNS:
+        # test-suite-sql-eval's column permutation: the same columns in another order
+        for order in itertools.permutations(range(gen_width)):
+            permuted = [tuple(row[i] for i in order) for row in gen_rows]
+            if _compare_rows(permuted, gold_rows, conditions, ordered).match:
+                return Verdict(True, f"same rows with the columns in another order {list(order)}", ("column_order",))
     return verdict
 
 

@@ -83,8 +83,10 @@ class ExecMatch:
     is_metric = False
 
     def __init__(self, options: dict[str, Any]) -> None:
-        if options:
-            raise ValueError(f"exec_match takes no options, got {sorted(options)}")
+        unknown = set(options) - {"column_permutations"}
+        if unknown:
+            raise ValueError(f"exec_match options: unknown {sorted(unknown)} (known: column_permutations)")
+        self.permute_columns = bool(options.get("column_permutations", False))
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
         if not phase.is_query:
@@ -97,7 +99,7 @@ class ExecMatch:
         for sql, golden in zip(phase.golden_sql, phase.golden):
             ordered = phase.conditions.order if phase.conditions_explicit else golden_is_ordered(sql)
             ties = tie_key_positions(sql, golden.columns) if ordered else None
-            verdict = compare(phase.generated, golden, phase.conditions, ordered, ties)
+            verdict = compare(phase.generated, golden, phase.conditions, ordered, ties, self.permute_columns)
             if verdict.match:
                 return Score(1.0, True, detail=verdict.reason, flags=verdict.flags)
             reasons.append(verdict)
