@@ -50,3 +50,24 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
             key=f"{config_key}.api_key_env",
         )
     return GenaiClient(genai.Client(api_key=key, http_options=http_options), None, None)
+
+
+def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:
+    """``client.models.generate_content`` with every failure mapped to
+    :class:`~evalbench.agents.chat.CallFailed` (retryable or not)."""
+    from google.genai import errors as genai_errors
+
+    from evalbench.agents.chat import CallFailed, transport_failure
+    from evalbench.agents.gemini import api_failure
+
+    try:
+        return client.models.generate_content(model=model, contents=contents, config=config)
+    except genai_errors.APIError as exc:
+        raise api_failure(exc) from None
+    except Exception as exc:
+        failure = transport_failure(exc, endpoint or "the Gemini API", timeout_s)
+        if failure is not None:
+            raise failure from None
+        if isinstance(exc, ValueError):  # JSON that does not parse, or does not fit the response model
+            raise CallFailed(f"malformed response: {type(exc).__name__}: {exc}", "protocol") from None
+        raise CallFailed(f"{type(exc).__name__}: {exc}", "exception") from None

@@ -31,14 +31,13 @@ from evalbench.agents.chat import (
     ModelTurn,
     ToolResult,
     json_args,
-    transport_failure,
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
 from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
-from evalbench.genai_client import make_genai_client
+from evalbench.genai_client import generate, make_genai_client
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
@@ -99,17 +98,8 @@ class GeminiAgent(ChatAgent):
 
     def call_model(self, system: str, history: list[Any]) -> ModelTurn:
         config = types.GenerateContentConfig(system_instruction=system, **self._base_config)
-        try:
-            response = self.client.models.generate_content(model=self.config.model, contents=history, config=config)
-        except genai_errors.APIError as exc:
-            raise api_failure(exc) from None
-        except Exception as exc:
-            failure = transport_failure(exc, self.endpoint or "the Gemini API", self.config.timeout_s)
-            if failure is not None:
-                raise failure from None
-            if isinstance(exc, ValueError):  # JSON that does not parse, or does not fit the response model
-                raise CallFailed(f"malformed response: {type(exc).__name__}: {exc}", "protocol") from None
-            raise CallFailed(f"{type(exc).__name__}: {exc}", "exception") from None
+        response = generate(self.client, self.config.model, history, config,
+                            endpoint=self.endpoint, timeout_s=self.config.timeout_s)
         return _read(response)
 
 

@@ -49,6 +49,14 @@ def _unusable(result: ExecutionResult | None, side: str) -> str | None:
     return None
 
 
+def _comparable(phase: PhaseRecord) -> Score | None:
+    """The verdict when the phase's result cannot be compared (None when it can)."""
+    if not phase.is_query:
+        return Score.not_applicable("management task: results are not compared")
+    problem = _answer_problem(phase) or _unusable(phase.generated, "generated")
+    return Score(0.0, False, detail=problem) if problem else None
+
+
 def _answer_problem(phase: PhaseRecord) -> str | None:
     """Why the phase has no answer to compare (None when it has one)."""
     if phase.outcome is not None and phase.outcome.value != "scored":
@@ -76,15 +84,10 @@ class SetMatch:
         _no_options(self.name, options)
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
-        if not phase.is_query:
-            return Score.not_applicable("management task: results are not compared")
-        problem = _answer_problem(phase)
-        if problem:
-            return Score(0.0, False, detail=problem)
+        verdict = _comparable(phase)
+        if verdict is not None:
+            return verdict
         generated = phase.generated
-        problem = _unusable(generated, "generated")
-        if problem:
-            return Score(0.0, False, detail=problem)
         assert generated is not None
         decimal = phase.conditions.decimal
         gen_set = set(normalise_rows(generated.rows, decimal))
@@ -234,11 +237,9 @@ class RecallMatch:
         _no_options(self.name, options)
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
-        if not phase.is_query:
-            return Score.not_applicable("management task: results are not compared")
-        problem = _answer_problem(phase) or _unusable(phase.generated, "generated")
-        if problem:
-            return Score(0.0, False, detail=problem)
+        verdict = _comparable(phase)
+        if verdict is not None:
+            return verdict
         assert phase.generated is not None
         decimal = phase.conditions.decimal
         gen_rows = normalise_rows(phase.generated.rows, decimal)

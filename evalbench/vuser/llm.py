@@ -75,19 +75,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from google.genai import errors as genai_errors
 from google.genai import types
 
-from evalbench.agents.chat import BODY_KEPT, CallFailed, transport_failure, truncate
+from evalbench.agents.chat import BODY_KEPT, CallFailed, truncate
 from evalbench.agents.config import default_prompt
-from evalbench.agents.gemini import api_failure
 from evalbench.agents.limits import CallLimiter, backoff_delay
 from evalbench.config import LlmVUserConfig, redact_url
 from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.errors import ConfigError
-from evalbench.genai_client import make_genai_client
+from evalbench.genai_client import generate, make_genai_client
 from evalbench.sqlclauses import golden_clauses
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
@@ -431,17 +429,8 @@ class LlmVirtualUser:
 
     def _call(self, contents: list[types.Content]) -> str:
         """One generate_content call: the completion's text. Raises :class:`CallFailed`."""
-        try:
-            response = self.client.models.generate_content(model=self.config.model, contents=contents, config=self.generation)
-        except genai_errors.APIError as exc:
-            raise api_failure(exc) from None
-        except Exception as exc:
-            failure = transport_failure(exc, self.endpoint or "the Gemini API", self.config.timeout_s)
-            if failure is not None:
-                raise failure from None
-            if isinstance(exc, ValueError):  # JSON that does not parse, or does not fit the response model
-                raise CallFailed(f"malformed response: {type(exc).__name__}: {exc}", "protocol") from None
-            raise CallFailed(f"{type(exc).__name__}: {exc}", "exception") from None
+        response = generate(self.client, self.config.model, contents, self.generation,
+                            endpoint=self.endpoint, timeout_s=self.config.timeout_s)
         candidates = response.candidates or []
         if not candidates:
             feedback = response.prompt_feedback
