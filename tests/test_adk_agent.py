@@ -112,8 +112,8 @@ def test_full_run_over_the_demo_dataset(adk_server, tmp_path, pgdata):
     )
     result = run(load_run_config(config), progress=False)
     records = list(read_journal(result.run_dir))
-    assert len(records) == 40 and len({r["item_id"] for r in records}) == 40
-    assert sum(result.summary["outcomes"].values()) == 40
+    assert len(records) == 43 and len({r["item_id"] for r in records}) == 43
+    assert sum(result.summary["outcomes"].values()) == 43
     # the offline agent answers every demo item with its golden SQL (after one clarification)
     assert result.summary["scorers"]["exec_match"]["main"]["rate"] == 1.0
     assert all(r["sessions_opened"] == 1 for r in records)

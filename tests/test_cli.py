@@ -48,7 +48,7 @@ def test_unreachable_database_records_every_item_and_exits_3(tmp_path, capsys):
     )
     assert main(["run", "--config", str(config), "--run-id", "r", "--no-progress"]) == 3
     records = list(read_journal(tmp_path / "r"))
-    assert len(records) == 40 and {r["outcome"] for r in records} == {"db_error"}
+    assert len(records) == 43 and {r["outcome"] for r in records} == {"db_error"}
     out = capsys.readouterr()
     assert "setup FAILED" in out.out
     assert "sekrit" not in out.out + out.err

@@ -459,8 +459,8 @@ def test_pipeline_run_with_the_llm_vuser(server, script, gemini_env, tmp_path, p
         for vuser in built:
             vuser.close()
     records = list(read_journal(result.run_dir))
-    assert len(records) == 40 and len({r["item_id"] for r in records}) == 40
-    assert result.summary["outcomes"]["scored"] == 40
+    assert len(records) == 43 and len({r["item_id"] for r in records}) == 43
+    assert result.summary["outcomes"]["scored"] == 43
     asked = sum(1 for item in demo_items().values() for a in item.ambiguities if a.kind != "non_critical")
     conv = result.summary["conversation"]
     assert conv["vuser_actions"] == {"labeled": asked} and conv["vuser_errors"] == 0

@@ -305,10 +305,10 @@ def test_demo_run_end_to_end_against_a_fake_server(tmp_path, pgdata):
         result = run(config, progress=False)
         requests = list(fake.requests)
     records = [json.loads(line) for line in (result.run_dir / "conversations.jsonl").read_text().splitlines()]
-    assert len(records) == 40 and len({r["item_id"] for r in records}) == 40
+    assert len(records) == 43 and len({r["item_id"] for r in records}) == 43
     assert all(r["outcome"] for r in records)
-    assert result.summary["total_items"] == 40 and sum(result.summary["outcomes"].values()) == 40
-    assert len(requests) >= 40
+    assert result.summary["total_items"] == 43 and sum(result.summary["outcomes"].values()) == 43
+    assert len(requests) >= 43
     system = requests[0].json()["messages"][0]["content"]
     assert "CREATE TABLE stores" in system
     manifest = json.loads((result.run_dir / "manifest.json").read_text())

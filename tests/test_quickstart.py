@@ -20,10 +20,11 @@ def _run(tmp_path: Path, demo_config_path: Path, pgdata: Path, *extra: str) -> d
 def test_noisy_quickstart_scores_between_0_and_100(tmp_path, demo_config_path, pgdata, capsys):
     summary = _run(tmp_path, demo_config_path, pgdata)
     main_phase = summary["scorers"]["exec_match"]["main"]
-    assert summary["total_items"] == 40
-    assert main_phase["applicable"] == 40
+    assert summary["total_items"] == 43
+    assert main_phase["applicable"] == 40 and main_phase["not_applicable"] == 3  # 3 Management items
     assert 0 < main_phase["passed"] < 40
-    assert sum(summary["outcomes"].values()) == 40
+    assert summary["scorers"]["test_cases"]["main"]["applicable"] == 3
+    assert sum(summary["outcomes"].values()) == 43
     out = capsys.readouterr().out
     assert "exec_match" in out and "outcomes:" in out
 
@@ -32,4 +33,5 @@ def test_oracle_quickstart_scores_100(tmp_path, demo_config_path, pgdata):
     summary = _run(tmp_path, demo_config_path, pgdata, "--set", "model_config=simulated:oracle")
     assert summary["scorers"]["exec_match"]["main"]["rate"] == 1.0
     assert summary["scorers"]["exec_match"]["follow_up"]["rate"] == 1.0
-    assert summary["outcomes"]["scored"] == 40
+    assert summary["scorers"]["test_cases"]["main"] == {"applicable": 3, "not_applicable": 40, "passed": 3, "rate": 1.0}
+    assert summary["outcomes"]["scored"] == 43

@@ -210,3 +210,53 @@ def test_real_management_item(db_blog_conninfo, instance_id):
     assert not wrong.passed and wrong.kind in {"assertion", "error"}
     with psycopg.connect(db_blog_conninfo) as conn:
         assert conn.execute("SELECT count(*), max(post_id) FROM tbl_posts").fetchone() == before
+
+
+# --------------------------------------------------------------------------- the demo's Management items
+
+
+def _demo_management_items() -> dict[str, dict]:
+    from tests.conftest import DEMO
+
+    items = (json.loads(line) for line in (DEMO / "greenleaf.jsonl").read_text(encoding="utf-8").splitlines())
+    return {item["instance_id"]: item for item in items if item["category"] == "Management"}
+
+
+WRONG_STATEMENTS = {
+    # a plausible mistake per item: the wrong rows, the wrong value, the wrong shape
+    "greenleaf_41": ["UPDATE products SET is_active = false WHERE stock_qty < 5",
+                     "UPDATE products SET stock_qty = 1 WHERE stock_qty = 0"],
+    "greenleaf_42": ["INSERT INTO suppliers (supplier_name, country, is_organic_certified, lead_time_days) "
+                     "VALUES ('Fernhollow Farms', 'Canada', true, 9)",
+                     "INSERT INTO suppliers (supplier_id, supplier_name, country, contact_email, is_organic_certified, "
+                     "lead_time_days) VALUES (8, 'Fernhollow Farms', 'Canada', 'ferns@fernhollow.example', true, 9)"],
+    "greenleaf_43": ["CREATE TABLE product_rating_summary AS SELECT p.product_id, p.product_name, COUNT(r.review_id) "
+                     "AS review_count, ROUND(AVG(r.rating), 2) AS avg_rating FROM products p LEFT JOIN reviews r "
+                     "ON r.product_id = p.product_id GROUP BY p.product_id, p.product_name",
+                     "CREATE VIEW product_rating_summary AS SELECT p.product_id, p.product_name, COUNT(*) AS "
+                     "review_count, AVG(r.rating) AS avg_rating FROM products p JOIN reviews r "
+                     "ON r.product_id = p.product_id GROUP BY p.product_id, p.product_name"],
+}
+
+
+def test_demo_has_management_items():
+    items = _demo_management_items()
+    assert len(items) >= 3 and set(items) == set(WRONG_STATEMENTS)
+    assert all(item["test_cases"] for item in items.values())
+
+
+@pytest.mark.parametrize("instance_id", sorted(WRONG_STATEMENTS))
+def test_demo_management_item(conninfo, instance_id):
+    item = _demo_management_items()[instance_id]
+    state = "SELECT (SELECT count(*) FROM products WHERE is_active), (SELECT count(*) FROM suppliers), " \
+            "(SELECT count(*) FROM reviews), to_regclass('product_rating_summary') IS NULL"
+    with psycopg.connect(conninfo) as conn:
+        before = conn.execute(state).fetchone()
+    for case in item["test_cases"]:
+        verdict = run_test_case(conninfo, case, item["sol_sql"], item["sol_sql"], db_name="greenleaf")
+        assert verdict.passed, verdict
+        for wrong in WRONG_STATEMENTS[instance_id] + ["SELECT 1"]:
+            verdict = run_test_case(conninfo, case, [wrong], item["sol_sql"], db_name="greenleaf")
+            assert not verdict.passed and verdict.kind in {"assertion", "error", "forbidden"}, (wrong, verdict)
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute(state).fetchone() == before  # nothing persisted

@@ -29,7 +29,7 @@ def config_for(tmp_path, lines):
 def test_the_demo_dataset_is_valid(pgdata, capsys):
     assert main(["validate", "--config", str(DEMO.parent.parent / "configs" / "quickstart.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "40 items: 0 invalid" in out and out.count("warning: main golden SQL: empty result") == 2
+    assert "43 items: 0 invalid" in out and out.count("warning: main golden SQL: empty result") == 2
 
 
 def test_findings_and_exit_codes(tmp_path, pgdata, capsys):
