@@ -1,9 +1,10 @@
 """The ``evalbench`` command: a thin shell over the library. Heavy imports happen inside the
 commands so that ``evalbench --help`` stays instant.
 
-Exit codes: 0 the run completed (validate: the dataset is valid); 1 validate found invalid items; 2 invalid config or dataset; 3 infrastructure failure (a
-database could not be set up — its items are still journaled, as db_error — or the journal
-could not be written); 130 cancelled (Ctrl-C).
+Exit codes (docs/ci.md): 0 pass; 1 a gate failed (``--fail-under``, ``--max-regression``; for
+``validate``: an invalid item); 2 invalid config or dataset; 3 infrastructure errors above
+``--max-infra-errors`` (a database that could not be set up — its items are still journaled, as
+db_error — a failing virtual user, or a journal that could not be written); 130 cancelled (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -13,13 +14,28 @@ import logging
 import sys
 from typing import Any, Sequence
 
-EXIT_OK, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 2, 3, 130
+EXIT_OK, EXIT_GATE, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 1, 2, 3, 130
 
 EPILOG = """examples:
   evalbench run --config configs/quickstart.yaml
+  evalbench run --config configs/quickstart.yaml --resume results/<run_id>
+  evalbench run --config configs/quickstart.yaml --fail-under exec_match=60%
   evalbench validate --config configs/quickstart.yaml
-  evalbench run --config configs/quickstart.yaml --set model_config=simulated:oracle
+  evalbench report results/<run_id>
+  evalbench compare results/<run_a> results/<run_b>
+  evalbench explain results/<run_id> <item_id>
 """
+
+
+def _add_gate_options(parser: argparse.ArgumentParser) -> None:
+    gates = parser.add_argument_group("CI gates (exit code 1 when one fails; see docs/ci.md)")
+    gates.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
+                       help="fail when METRIC (e.g. exec_match, success, exec_match.follow_up) is below VALUE (0.6 or 60%%)")
+    gates.add_argument("--baseline", metavar="RUN_DIR", help="the run --max-regression compares with")
+    gates.add_argument("--max-regression", action="append", default=[], metavar="METRIC=DELTA",
+                       help="fail when METRIC dropped by more than DELTA (0.02 or 2%%) since --baseline")
+    gates.add_argument("--max-infra-errors", type=int, default=0, metavar="N",
+                       help="exit 3 when more than N conversations end in db_error or vuser_error (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a top-level config key (value parsed as YAML), e.g. --set seed=7",
     )
+    run.add_argument("--resume", metavar="RUN_DIR",
+                     help="continue an interrupted run: only conversations its journal does not hold are run")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_gate_options(run)
 
     validate = commands.add_parser(
         "validate",
@@ -66,6 +85,43 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--config", required=True, help="run config (YAML): its dataset and databases are checked")
     validate.add_argument("--allow", nargs="*", default=[], metavar="ITEM_ID", help="invalid items to accept")
     validate.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
+
+    report = commands.add_parser(
+        "report",
+        help="regenerate a run's reports from its journal",
+        description="Recompute summary.json, summary.md, the CSVs, junit.xml and report.html of a run directory "
+        "from its journal alone; the gates may be checked again.",
+        epilog="example:\n  evalbench report results/<run_id> --fail-under exec_match=60%",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument("run_dir", metavar="RUN_DIR")
+    report.add_argument("--no-html", action="store_true", help="skip report.html")
+    _add_gate_options(report)
+
+    compare = commands.add_parser(
+        "compare",
+        help="compare two runs item by item, with paired statistics",
+        description="Align two runs by item id, list the flips, test the difference (McNemar exact test, paired "
+        "bootstrap CI) and write compare.html and compare.md. Runs on different datasets, scorers or virtual "
+        "users are refused unless --force.",
+        epilog="example:\n  evalbench compare results/<baseline> results/<candidate>",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_argument("run_a", metavar="RUN_A", help="the baseline run directory")
+    compare.add_argument("run_b", metavar="RUN_B", help="the candidate run directory")
+    compare.add_argument("--metric", help="the pass/fail scorer to compare (default: the phases' own verdicts)")
+    compare.add_argument("--force", action="store_true", help="compare even when the runs are not comparable")
+    compare.add_argument("--output-dir", metavar="DIR", help="where compare.html and compare.md go (default: RUN_B)")
+
+    explain = commands.add_parser(
+        "explain",
+        help="show one conversation and why it failed",
+        description="Print a conversation turn by turn with its results, scores and the failure diagnosis.",
+        epilog="example:\n  evalbench explain results/<run_id> greenleaf_7",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    explain.add_argument("run_dir", metavar="RUN_DIR")
+    explain.add_argument("item_id", metavar="ITEM_ID")
     return parser
 
 
@@ -89,6 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "validate":
             return _validate(args)
+        if args.command == "report":
+            return _report(args)
+        if args.command == "compare":
+            return _compare(args)
+        if args.command == "explain":
+            return _explain(args)
     except EvalbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -126,12 +188,92 @@ def _run(args: argparse.Namespace) -> int:
     if args.output_dir:
         overrides["reporting"] = {"csv": {"output_directory": str(Path(args.output_dir).resolve())}}
     config = load_run_config(args.config, **overrides)
-    result = run(config, strict=args.strict, progress=not args.no_progress)
+    thresholds = _thresholds(args)  # bad gate options fail before the run, not after
+    result = run(config, strict=args.strict, progress=not args.no_progress,
+                 resume=Path(args.resume) if args.resume else None)
     print_summary(result.summary, result.run_dir, sys.stdout)
-    if result.cancelled:
+    return _verdict(args, result.summary, result.run_dir, thresholds, cancelled=result.cancelled)
+
+
+def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, Any] | None]:
+    import json
+    from pathlib import Path
+
+    from evalbench.errors import ConfigError
+    from evalbench.gates import parse_threshold
+
+    fail_under = [parse_threshold(t, "--fail-under") for t in args.fail_under]
+    max_regression = [parse_threshold(t, "--max-regression") for t in args.max_regression]
+    baseline = None
+    if max_regression and not args.baseline:
+        raise ConfigError("--max-regression needs --baseline RUN_DIR")
+    if args.baseline:
+        path = Path(args.baseline) / "summary.json"
+        if not path.is_file():
+            raise ConfigError(f"--baseline {args.baseline}: no summary.json there (is it a run directory?)")
+        baseline = json.loads(path.read_text(encoding="utf-8"))
+    if args.max_infra_errors < 0:
+        raise ConfigError("--max-infra-errors must be 0 or more")
+    return fail_under, max_regression, baseline
+
+
+def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, thresholds: Any, *, cancelled: bool) -> int:
+    """Check the gates, record them in summary.md and pick the exit code."""
+    from evalbench.gates import check_gates
+    from evalbench.results.rundir import write_atomic
+    from evalbench.results.summary_md import render_summary_markdown
+
+    fail_under, max_regression, baseline = thresholds
+    gates = check_gates(summary, fail_under, max_regression, baseline)
+    if gates:
+        write_atomic(run_dir / "summary.md", render_summary_markdown(summary, gates))
+        for gate in gates:
+            print(f"  gate {gate.name}: {'pass' if gate.passed else 'FAIL'} ({gate.message})")
+    if cancelled:
+        print(f"cancelled: resume with --resume {run_dir}", file=sys.stderr)
         return EXIT_CANCELLED
-    if any(info.get("error") for info in result.summary.get("databases", {}).values()):
-        return EXIT_INFRA  # its items are in the journal as db_error, but the run did not really happen
+    infra = summary.get("infra_errors", 0)
+    if infra > args.max_infra_errors:
+        print(f"error: {infra} conversation(s) ended in an infrastructure error (db_error, vuser_error); "
+              f"--max-infra-errors is {args.max_infra_errors}", file=sys.stderr)
+        return EXIT_INFRA
+    return EXIT_GATE if any(not g.passed for g in gates) else EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evalbench.report_console import print_summary
+    from evalbench.results.reports import rebuild_summary, write_reports
+
+    run_dir = Path(args.run_dir)
+    thresholds = _thresholds(args)
+    summary = rebuild_summary(run_dir)
+    written = write_reports(run_dir, summary, html=not args.no_html)
+    print_summary(summary, run_dir, sys.stdout)
+    print(f"  wrote {', '.join(p.name for p in written)}")
+    return _verdict(args, summary, run_dir, thresholds, cancelled=False)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evalbench.results.comparison import compare_runs, render_text, write_comparison
+
+    comparison = compare_runs(Path(args.run_a), Path(args.run_b), force=args.force, metric=args.metric)
+    out_dir = Path(args.output_dir) if args.output_dir else Path(args.run_b)
+    written = write_comparison(comparison, out_dir)
+    print(render_text(comparison), end="")
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evalbench.results.explain import find_record, render_explanation
+
+    print(render_explanation(find_record(Path(args.run_dir), args.item_id)))
     return EXIT_OK
 
 

@@ -164,6 +164,12 @@ class PhaseRecord:
                 return score.passed
         return False
 
+    @property
+    def primary(self) -> str | None:
+        """The scorer that gives the phase its verdict: the first applicable pass/fail scorer
+        (``exec_match`` for a query, ``test_cases`` for a management task, as configured)."""
+        return next((name for name, score in self.scores.items() if score.passed is not None), None)
+
 
 @dataclass
 class Conversation:

@@ -16,7 +16,7 @@ class ConfigError(EvalbenchError):
     exit_code = 2
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
-        self.file, self.line, self.key = file, line, key
+        self.file, self.line, self.key, self.message = file, line, key, message
         where = file or "<config>"
         if line is not None:
             where += f":{line}"

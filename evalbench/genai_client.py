@@ -52,6 +52,21 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
     return GenaiClient(genai.Client(api_key=key, http_options=http_options), None, None)
 
 
+def first_candidate(response: Any, *, raw: str = "") -> Any:
+    """The response's first candidate; :class:`~evalbench.agents.chat.CallFailed` when the prompt
+    was blocked or no candidate came back (``raw``: the body, quoted in the message)."""
+    from evalbench.agents.chat import CallFailed
+
+    candidates = response.candidates or []
+    if not candidates:
+        feedback = response.prompt_feedback
+        block = feedback.block_reason if feedback is not None else None
+        if block is not None:
+            raise CallFailed(f"the prompt was blocked: {getattr(block, 'value', block)}", "blocked")
+        raise CallFailed("the response has no candidates" + (f": {raw}" if raw else ""), "protocol")
+    return candidates[0]
+
+
 def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:
     """``client.models.generate_content`` with every failure mapped to
     :class:`~evalbench.agents.chat.CallFailed` (retryable or not)."""

@@ -30,7 +30,9 @@ from evalbench.db.sandbox import Sandbox
 from evalbench.db.schema import SchemaCatalog
 from evalbench.db.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError
+from evalbench.results.reports import write_reports
 from evalbench.results.rundir import RunWriter
+from evalbench.resume import check_resumable, read_manifest
 from evalbench.scheduler import Scheduler
 from evalbench.scoring import build_scorers
 from evalbench.stages import Parts, StageWork, new_conversation
@@ -55,10 +57,13 @@ def make_run_id(config: RunConfig) -> str:
     return f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}-{secrets.token_hex(2)}"
 
 
-def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: TextIO | None = None) -> RunResult:
-    """Run the evaluation described by ``config`` and write its run directory."""
+def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: TextIO | None = None,
+        resume: Path | None = None) -> RunResult:
+    """Run the evaluation described by ``config`` and write its run directory; with ``resume``,
+    continue that run directory: only the conversations its journal does not hold are run."""
     out = out or sys.stdout
     started = time.monotonic()
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat()
     dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
     scan = dataset.scan()
     for error in scan.errors[:20]:
@@ -81,20 +86,47 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         scorers = build_scorers(config.scorers)
     except (KeyError, ValueError) as exc:
         raise ConfigError(str(exc), file=str(config.source) if config.source else None) from None
+    except ConfigError as exc:
+        if exc.file is None and config.source is not None:  # built from a mapping: name the file it came from
+            raise ConfigError(exc.message, file=str(config.source), line=exc.line, key=exc.key) from None
+        raise
 
-    run_id = config.run_id or make_run_id(config)
-    run_dir = config.reporting.csv.output_directory / run_id
-    if (run_dir / "conversations.jsonl").exists():
-        raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id")
+    dataset_sha256 = _file_sha256(dataset.path)
+    previous: dict[str, Any] | None = None
+    if resume is not None:
+        previous = read_manifest(resume)
+        check_resumable(previous, config.snapshot(), dataset_sha256, resume)
+        run_id, run_dir = previous["run_id"], resume
+    else:
+        run_id = config.run_id or make_run_id(config)
+        run_dir = config.reporting.csv.output_directory / run_id
+        if (run_dir / "conversations.jsonl").exists():
+            raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id "
+                              f"(or continue it with --resume {run_dir})")
     vuser_info = vuser.describe()
     simulator = {k: v for k, v in vuser_info.items()
                  if k in ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")}
+    metric_scorers = {s.name for s in scorers if s.is_metric}
     writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows,
-                       metric_scorers={s.name for s in scorers if s.is_metric}, simulator=simulator)
-    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info)
+                       metric_scorers=metric_scorers, simulator=simulator, resume=resume is not None)
+    done: set[str] = writer.resumed.done if writer.resumed is not None else set()
+    if writer.resumed is not None:
+        state = writer.resumed
+        log.warning("resuming %s: %d conversation(s) done; running the other %d (%d cancelled and %d cut short "
+                    "by a crash are run again)", run_id, state.kept, max(scan.total - state.kept, 0),
+                    state.dropped_cancelled, state.dropped_partial)
+    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info, dataset_sha256,
+                         sorted(metric_scorers, key=list(config.scorers).index))
+    # what each scorer needs to be reproduced (e.g. the llmrater's model and prompt hash)
+    manifest["scorer_details"] = {s.name: s.describe() for s in scorers if hasattr(s, "describe")}
+    session: dict[str, Any] = {"started_at": started_at, "command": manifest["command"], "resumed_with": len(done)}
+    if previous is not None:  # the first session's manifest stays; this session is appended
+        manifest = previous | {"sessions": previous.get("sessions", []) + [session]}
+    else:
+        manifest["sessions"] = [session]
     writer.write_manifest(manifest)
 
-    bars = _progress_bars(scan.groups, progress)
+    bars = _progress_bars(scan.groups, progress, _done_per_group(dataset, scan.groups, done) if done else {})
     bars_lock = threading.Lock()
 
     def on_complete(conv: Conversation) -> None:
@@ -120,12 +152,15 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     def evaluate_group(group: Group) -> None:
         dialect, database = group
         key = f"{dialect}/{database}"
+        if done and all(item.id in done for item in dataset.items(group)):
+            return  # resumed: nothing left to run here
         try:
             report = _provision(config, dialect, database)
         except EvalbenchError as exc:
             log.error("%s: %s", key, exc)
             reports[key] = {"error": str(exc)}
-            _record_unrunnable(config, dataset, group, str(exc), StageWork(Parts(agent, vuser, None, scorers)), on_complete)  # type: ignore[arg-type]
+            _record_unrunnable(config, dataset, group, str(exc), StageWork(Parts(agent, vuser, None, scorers)), on_complete,  # type: ignore[arg-type]
+                               done)
             return
         reports[key] = {"action": report.action, "checksum": report.checksum, "sandbox_user": report.sandbox_user,
                         "tables_loaded": report.tables_loaded, "rows_loaded": report.rows_loaded, "warning": report.warning}
@@ -136,6 +171,8 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         schemas.register(dialect, database, conninfo)
         work = StageWork(Parts(agent, vuser, sandbox, scorers))
         for item in dataset.items(group):
+            if item.id in done:
+                continue
             conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
                                     patience=_patience(config), timeout_s=config.conversation_timeout_s,
                                     debug_attempts=config.debug_attempts)
@@ -162,9 +199,10 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         for sandbox in sandboxes:
             sandbox.close()
         agent.close()
-        close_vuser = getattr(vuser, "close", None)
-        if close_vuser is not None:
-            close_vuser()
+        for closable in (vuser, *scorers):  # those that hold clients (llm virtual user, llmrater)
+            close = getattr(closable, "close", None)
+            if close is not None:
+                close()
         for bar in bars.values():
             bar.close()
     if scheduler.failure is not None:
@@ -172,19 +210,25 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         raise EvalbenchError(f"the run stopped: {scheduler.failure}")
 
     elapsed = time.monotonic() - started
-    total = writer.summary.total
-    summary = writer.finish(
-        elapsed_s=round(elapsed, 3),
-        conversations_per_s=round(total / elapsed, 2) if elapsed > 0 else None,
-        dataset={"path": str(dataset.path), "format": scan.format, "items": scan.total,
-                 "record_errors": len(scan.errors), "filtered_out": scan.filtered_out},
-        record_errors=[str(e) for e in scan.errors[:1000]],
-        databases=reports,
-        cancelled=cancelled,
-    )
+    session |= {"finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "elapsed_s": round(elapsed, 3),
+                "conversations": writer.summary.total - len(done), "cancelled": cancelled}
+    total_elapsed = sum(s.get("elapsed_s") or 0.0 for s in manifest["sessions"])
+    extra = {
+        "elapsed_s": round(total_elapsed, 3),
+        "conversations_per_s": round(writer.summary.total / total_elapsed, 2) if total_elapsed > 0 else None,
+        "dataset": {"path": str(dataset.path), "format": scan.format, "items": scan.total,
+                    "record_errors": len(scan.errors), "filtered_out": scan.filtered_out},
+        "record_errors": [str(e) for e in scan.errors[:1000]],
+        "databases": (previous or {}).get("databases", {}) | reports,
+        "cancelled": cancelled,
+        "sessions": len(manifest["sessions"]),
+    }
+    summary = writer.finish(**extra)
     writer.close()
-    manifest["databases"] = reports
-    manifest["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    write_reports(run_dir, summary)
+    manifest["databases"] = extra["databases"]
+    manifest["finished_at"] = session["finished_at"]
+    manifest["summary_extra"] = extra  # what `evalbench report` needs besides the journal
     writer.write_manifest(manifest)
     return RunResult(run_id, run_dir, summary, scan.errors, cancelled)
 
@@ -216,9 +260,12 @@ def open_sandbox(config: RunConfig, dialect: str, database: str, report: Provisi
     return sandbox, conninfo
 
 
-def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any) -> None:
+def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any,
+                       done: set[str]) -> None:
     """A group whose database cannot be set up: every item is still recorded (as db_error)."""
     for item in dataset.items(group):
+        if item.id in done:
+            continue
         conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
                                 patience=_patience(config), timeout_s=config.conversation_timeout_s,
                                     debug_attempts=config.debug_attempts)
@@ -228,14 +275,18 @@ def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error:
         on_complete(conv)
 
 
-def _progress_bars(groups: Any, enabled: bool) -> dict[Group, Any]:
+def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int]) -> dict[Group, Any]:
     from tqdm import tqdm
 
     return {
-        group: tqdm(total=count, desc=f"{group[0]}/{group[1]}", unit="conv", position=i, leave=True, disable=not enabled,
-                    dynamic_ncols=True)
+        group: tqdm(total=count, initial=done.get(group, 0), desc=f"{group[0]}/{group[1]}", unit="conv", position=i,
+                    leave=True, disable=not enabled, dynamic_ncols=True)
         for i, (group, count) in enumerate(sorted(groups.items()))
     }
+
+
+def _done_per_group(dataset: Dataset, groups: Any, done: set[str]) -> dict[Group, int]:
+    return {group: sum(1 for item in dataset.items(group) if item.id in done) for group in groups}
 
 
 def _file_sha256(path: Path) -> str:
@@ -264,7 +315,8 @@ def _redact_arg(arg: str) -> str:
     return redact_url(arg) if "://" in arg else arg
 
 
-def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any]) -> dict[str, Any]:
+def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any],
+              dataset_sha256: str, metric_scorers: list[str]) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     packages = {}
@@ -287,10 +339,11 @@ def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent
         "config": config.snapshot(),
         "config_fingerprint": config.fingerprint(),
         "seed": config.seed,
-        "dataset": {"path": str(dataset.path), "sha256": _file_sha256(dataset.path), "format": scan.format,
+        "dataset": {"path": str(dataset.path), "sha256": dataset_sha256, "format": scan.format,
                     "items": scan.total, "groups": {f"{d}/{n}": c for (d, n), c in sorted(scan.groups.items())},
                     "record_errors": len(scan.errors)},
         "agent": agent,
         "vuser": vuser,
         "scorers": list(config.scorers),
+        "metric_scorers": metric_scorers,
     }

@@ -46,7 +46,7 @@ def test_db_blog_oracle(tmp_path, pgdata):
     main["passed"] += len(failed)
     main["rate"] = round(main["passed"] / main["applicable"], 4)
     both_empty = main.pop("flags")["both_empty"]
-    assert main == {"applicable": 121, "not_applicable": 80, "passed": 121, "rate": 1.0}
+    assert main == {"applicable": 121, "not_applicable": 80, "passed": 121, "rate": 1.0, "ci": [1.0, 1.0]}
     assert 20 <= both_empty <= 23  # the dataset notes 23 empty goldens; some depend on NOW()
 
     conversation = summary["conversation"]

@@ -33,5 +33,5 @@ def test_oracle_quickstart_scores_100(tmp_path, demo_config_path, pgdata):
     summary = _run(tmp_path, demo_config_path, pgdata, "--set", "model_config=simulated:oracle")
     assert summary["scorers"]["exec_match"]["main"]["rate"] == 1.0
     assert summary["scorers"]["exec_match"]["follow_up"]["rate"] == 1.0
-    assert summary["scorers"]["test_cases"]["main"] == {"applicable": 3, "not_applicable": 40, "passed": 3, "rate": 1.0}
+    assert summary["scorers"]["test_cases"]["main"] == {"applicable": 3, "not_applicable": 40, "passed": 3, "rate": 1.0, "ci": [1.0, 1.0]}
     assert summary["outcomes"]["scored"] == 43

@@ -79,6 +79,16 @@ def test_select_returns_columns_with_duplicates_and_rows(sandbox):
     assert result.elapsed_s > 0
 
 
+@pytest.mark.parametrize("sql", ["SELECT id, v AS \"Wert\", n AS x FROM t WHERE false",
+                                 "WITH e AS (SELECT * FROM t WHERE id < 0) SELECT id, v AS \"Wert\", n AS x FROM e",
+                                 "SELECT 1 AS a; SELECT id, v AS \"Wert\", n AS x FROM t WHERE false"])
+def test_an_empty_result_keeps_its_columns(sandbox, sql):
+    # a streamed query that yields no row has no description: the columns still come back
+    result = sandbox.execute(sql)
+    assert result.ok, result.error
+    assert result.rows == [] and result.columns == ["id", "Wert", "x"]
+
+
 def test_several_statements_return_the_last_result(sandbox):
     result = sandbox.execute(["SELECT 1", "SELECT v FROM t WHERE id = 2; SELECT n FROM t WHERE id = 2"])
     assert result.ok, result.error

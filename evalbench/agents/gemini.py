@@ -37,7 +37,7 @@ from evalbench.agents.config import GeminiAgentConfig
 from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
-from evalbench.genai_client import generate, make_genai_client
+from evalbench.genai_client import first_candidate, generate, make_genai_client
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
@@ -141,14 +141,7 @@ def _read(response: types.GenerateContentResponse) -> ModelTurn:
         usage.prompt = int(meta.prompt_token_count or 0)
         usage.completion = int(meta.candidates_token_count or 0) + int(meta.thoughts_token_count or 0)
         usage.total = int(meta.total_token_count or 0)
-    candidates = response.candidates or []
-    if not candidates:
-        feedback = response.prompt_feedback
-        block = feedback.block_reason if feedback is not None else None
-        if block is not None:
-            raise CallFailed(f"the prompt was blocked: {getattr(block, 'value', block)}", "blocked")
-        raise CallFailed(f"the response has no candidates: {truncate(raw, BODY_KEPT)}", "protocol")
-    candidate = candidates[0]
+    candidate = first_candidate(response, raw=truncate(raw, BODY_KEPT))
     content = candidate.content
     texts: list[str] = []
     calls: list[ToolCall] = []

@@ -74,6 +74,7 @@ class SimulatedSession:
         self.turns = 0
         self.rng = random.Random(conversation_seed(agent.seed, self.item.id, "agent"))
         self.failures = {"main": self._draw(), "follow_up": self._draw()}
+        self.in_follow_up = False  # once the follow-up is asked, every later turn belongs to it
 
     def _draw(self) -> str | None:
         roll = self.rng.random()
@@ -98,6 +99,8 @@ class SimulatedSession:
     def _reply(self, text: str) -> AgentReply:
         follow_up = self.item.follow_up
         if follow_up is not None and text == follow_up.question:
+            self.in_follow_up = True
+        if follow_up is not None and self.in_follow_up:
             return self._answer(follow_up.golden_sql[0], self.failures["follow_up"], ambiguous_terms=[])
         terms = [a.term for a in self.item.ambiguities if a.kind != "non_critical"]
         return self._answer(self.item.golden_sql[0], self.failures["main"], ambiguous_terms=terms)

@@ -274,8 +274,22 @@ class Sandbox:
                     rows, result.truncated = rows[: self.max_rows], True
         finally:
             cursor.close()
-        result.columns = [c.name for c in description] if description is not None else []
+        if description is None and verb in STREAM_KEYWORDS and not modifies:
+            result.columns = _describe(conn, statement)  # a streamed empty result has no description
+        else:
+            result.columns = [c.name for c in description] if description is not None else []
         result.rows = [tuple(r) for r in rows]
+
+
+def _describe(conn: psycopg.Connection, statement: str) -> list[str]:
+    """The column names of a query, from the server's description of it (not executed again)."""
+    pgconn = conn.pgconn
+    encoding = conn.info.encoding
+    prepared = pgconn.prepare(b"", statement.encode(encoding))  # the unnamed statement, as psycopg uses
+    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+        return []
+    described = pgconn.describe_prepared(b"")
+    return [described.fname(i).decode(encoding) for i in range(described.nfields)]
 
 
 def _streamable(statement: str) -> bool:

@@ -103,11 +103,22 @@ def phase_record(phase: PhaseRecord, preview_rows: int) -> dict[str, Any]:
         "debug_used": phase.debug_used,
         "attempts": phase.attempts,
         "sql": _clip(phase.sql),
+        "golden_sql": [_clip(sql) for sql in phase.golden_sql],
         "conditions": phase.conditions.model_dump(),
         "generated": execution_record(phase.generated, preview_rows),
         "golden": [execution_record(g, preview_rows) for g in phase.golden],
         "scores": {name: dataclasses.asdict(score) | {"flags": list(score.flags)} for name, score in phase.scores.items()},
+        # the phase's verdict: its primary scorer's (what success rates, flips and gates use)
+        "primary": phase.primary,
+        "passed": phase.passed if phase.primary is not None else None,  # None: no pass/fail scorer applies
     }
+
+
+def ambiguity_types(item: Any) -> list[str]:
+    """The kinds of ambiguity the item's opening question has, for slicing: the annotated type
+    (``semantic_ambiguity``, ...) of each critical ambiguity, ``knowledge`` for deleted knowledge."""
+    types = {a.type or a.kind if a.kind == "critical" else "knowledge" for a in item.ambiguities if a.kind != "non_critical"}
+    return sorted(types)
 
 
 # BIRD-Interact's reward of a solved phase: (first try, after debugging).
@@ -142,6 +153,7 @@ def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5) 
         "query_type": item.query_type,
         "difficulty": item.difficulty,
         "ambiguous": item.needs_clarification,
+        "ambiguity_types": ambiguity_types(item),
         "has_follow_up": item.follow_up is not None,
         "source": item.source,
         "seed": conv.seed,

@@ -1,4 +1,5 @@
-"""The run directory: manifest, append-only journal, scores.csv, summary.json and summary.csv.
+"""The run directory: manifest, append-only journal and scores_native.csv, written as the run goes
+(the other reports are derived from them: :mod:`evalbench.results.reports`).
 
 The journal is appended and flushed as each conversation completes, so a crash loses nothing
 that finished. Whole-file outputs are written to a temporary file and renamed into place.
@@ -7,7 +8,6 @@ that finished. Whole-file outputs are written to a temporary file and renamed in
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import threading
@@ -19,6 +19,7 @@ from evalbench.results.record import conversation_record
 from evalbench.results.summary import SummaryBuilder
 
 JOURNAL = "conversations.jsonl"
+SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's (evalbench_csv.py)
 SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags"]
 
 
@@ -34,7 +35,7 @@ def _json_default(value: Any) -> Any:
 
 class RunWriter:
     def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str],
-                 simulator: dict[str, Any] | None = None) -> None:
+                 simulator: dict[str, Any] | None = None, resume: bool = False) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
         self.preview_rows = preview_rows
@@ -43,11 +44,20 @@ class RunWriter:
         self.simulator = simulator or {}
         run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._journal = (run_dir / JOURNAL).open("a", encoding="utf-8")
-        self._scores_file = (run_dir / "scores.csv").open("w", encoding="utf-8", newline="")
+        self.summary = SummaryBuilder(metric_scorers)
+        self._scores_file = (run_dir / SCORES_NATIVE).open("w", encoding="utf-8", newline="")
         self._scores = csv.writer(self._scores_file)
         self._scores.writerow(SCORES_COLUMNS)
-        self.summary = SummaryBuilder(metric_scorers)
+        self.resumed = None
+        if resume:  # the finished conversations count as if this process had run them
+            from evalbench.resume import repair_journal
+
+            self.resumed = repair_journal(run_dir, self._replay)
+        self._journal = (run_dir / JOURNAL).open("a", encoding="utf-8")
+
+    def _replay(self, record: dict[str, Any]) -> None:
+        self._write_scores(record)
+        self.summary.add(record)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_atomic(self.run_dir / "manifest.json", json.dumps(manifest, indent=2, default=_json_default) + "\n")
@@ -60,41 +70,24 @@ class RunWriter:
         with self._lock:
             self._journal.write(line + "\n")
             self._journal.flush()
-            for phase in record["phases"]:
-                for name, score in phase["scores"].items():
-                    self._scores.writerow(
-                        [self.run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
-                         score["value"], score["passed"], score["applicable"], score["detail"], ";".join(score["flags"])]
-                    )
+            self._write_scores(record)
             self._scores_file.flush()
             self.summary.add(record)
         return record
 
+    def _write_scores(self, record: dict[str, Any]) -> None:
+        for phase in record["phases"]:
+            for name, score in phase["scores"].items():
+                self._scores.writerow(
+                    [self.run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
+                     score["value"], score["passed"], score["applicable"], score["detail"], ";".join(score["flags"])]
+                )
+
     def finish(self, **extra: Any) -> dict[str, Any]:
+        """The run's summary (the reports are written from it by :mod:`evalbench.results.reports`)."""
         with self._lock:
-            summary = self.summary.result(run_id=self.run_id, **extra)
-        write_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=_json_default) + "\n")
-        write_atomic(self.run_dir / "summary.csv", summary_csv(summary))
-        return summary
+            return self.summary.result(run_id=self.run_id, **extra)
 
     def close(self) -> None:
         self._journal.close()
         self._scores_file.close()
-
-
-def summary_csv(summary: dict[str, Any]) -> str:
-    """EvalBench-like summary rows: one per (scorer, phase)."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["run_id", "metric_name", "phase", "metric_score", "correct_results_count",
-                     "total_results_count", "not_applicable_count"])
-    for name, phases in summary["scorers"].items():
-        for phase, tally in phases.items():
-            if "rate" in tally:
-                score = None if tally["rate"] is None else round(100 * tally["rate"], 2)
-                writer.writerow([summary["run_id"], name, phase, score, tally["passed"], tally["applicable"], tally["not_applicable"]])
-            else:
-                writer.writerow([summary["run_id"], name, phase, tally["mean"], "", tally["applicable"], tally["not_applicable"]])
-    for outcome, count in summary["outcomes"].items():
-        writer.writerow([summary["run_id"], f"outcome:{outcome}", "", count, "", summary["total_items"], ""])
-    return out.getvalue()

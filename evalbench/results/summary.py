@@ -2,16 +2,33 @@
 
 Every conversation counts in every denominator: a scorer's rate is passed / applicable, where a
 conversation that ended in an error is applicable and failed; "not applicable" (a scorer that
-does not apply to the item) is reported next to it, never hidden.
+does not apply to the item) is reported next to it, never hidden. ``success`` is the rate of the
+phases' own verdicts (each phase's primary scorer: ``exec_match`` for a query, ``test_cases``
+for a management task), and slices split the main phase's verdict over every conversation.
+Rates carry a 95 % percentile-bootstrap confidence interval (:func:`~evalbench.results.stats.rate_ci`).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from evalbench.conversation import Outcome
+from evalbench.results.stats import rate_ci
+from evalbench.results.taxonomy import diagnose
+
+# Outcomes that say the harness or its infrastructure failed, not the agent (gated by
+# ``--max-infra-errors``).
+INFRA_OUTCOMES = ("db_error", "vuser_error")
+
+
+def _rate(passed: int, total: int) -> dict[str, Any]:
+    ci = rate_ci(passed, total)
+    return {
+        "rate": round(passed / total, 4) if total else None,
+        "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None,
+    }
 
 
 @dataclass
@@ -41,23 +58,36 @@ class _Tally:
             out["mean"] = round(self.value_sum / self.values, 4) if self.values else None
         else:
             out["passed"] = self.passed
-            out["rate"] = round(self.passed / self.applicable, 4) if self.applicable else None
+            out |= _rate(self.passed, self.applicable)
         if self.flags:
             out["flags"] = dict(self.flags)
         return out
 
 
+def phase_passed(phase: dict[str, Any]) -> bool | None:
+    """A journaled phase's verdict; None when no pass/fail scorer applies to it (records written
+    before ``passed`` was recorded: the first applicable pass/fail score)."""
+    if "passed" in phase:
+        return None if phase["passed"] is None else bool(phase["passed"])
+    for score in phase["scores"].values():
+        if score["passed"] is not None:
+            return bool(score["passed"])
+    return None
+
+
 class SummaryBuilder:
     """Accumulates records one by one; memory does not grow with the number of items."""
 
-    SLICES = ("database", "dialect", "category", "difficulty", "ambiguous")
+    SLICES = ("database", "dialect", "category", "difficulty", "ambiguity", "outcome")
 
     def __init__(self, metric_scorers: set[str] | None = None) -> None:
         self.metric_scorers = metric_scorers or set()
         self.total = 0
         self.outcomes: Counter[str] = Counter()
         self.scores: dict[tuple[str, str], _Tally] = defaultdict(_Tally)  # (scorer, phase)
+        self.success: dict[str, Counter[str]] = defaultdict(Counter)  # phase -> total/passed
         self.slices: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        self.taxonomy: Counter[str] = Counter()
         self.primary: str | None = None
         self.turns = 0
         self.clarifications = 0
@@ -65,11 +95,19 @@ class SummaryBuilder:
         self.tokens: Counter[str] = Counter()
         self.agent_latency_s = 0.0
         self.agent_calls = 0
+        self.conversation_s = 0.0
         self.vuser_actions: Counter[str] = Counter()
         self.follow_up_reached = 0
         self.reward = 0.0
         self.leaking_replies = 0
         self.vuser_replies = 0
+
+    @classmethod
+    def from_records(cls, records: Iterable[dict[str, Any]], metric_scorers: set[str] | None = None) -> "SummaryBuilder":
+        builder = cls(metric_scorers)
+        for record in records:
+            builder.add(record)
+        return builder
 
     def add(self, record: dict[str, Any]) -> None:
         self.total += 1
@@ -79,6 +117,7 @@ class SummaryBuilder:
         self.tokens.update(record.get("tokens") or {})
         self.reward += record.get("reward") or 0.0
         self.leaking_replies += record.get("leaks") or 0
+        self.conversation_s += record.get("elapsed_s") or 0.0
         for turn in record["turns"]:
             reply = turn.get("reply")
             if reply is not None:
@@ -97,32 +136,58 @@ class SummaryBuilder:
                 self.scores[(name, phase["phase"])].add(score)
                 if self.primary is None and name not in self.metric_scorers:
                     self.primary = name
-        main = record["phases"][0] if record["phases"] else None
-        if main is not None and self.primary and self.primary in main["scores"]:
-            score = main["scores"][self.primary]
-            if score["applicable"]:
-                for key in self.SLICES:
-                    slice_key = (key, str(record.get(key)))
-                    self.slices[slice_key]["total"] += 1
-                    self.slices[slice_key]["passed"] += int(bool(score["passed"]))
+            self._count(self.success[phase["phase"]], phase_passed(phase))
+        # Slices: the main phase's verdict of every conversation (a conversation that ended
+        # before any phase counts as failed, none is left out).
+        passed = phase_passed(record["phases"][0]) if record["phases"] else False
+        for key, value in self._slice_values(record):
+            self._count(self.slices[(key, value)], passed)
+        diagnosis = diagnose(record)
+        if diagnosis is not None:
+            self.taxonomy[diagnosis.kind.value] += 1
+
+    @staticmethod
+    def _count(counts: Counter[str], passed: bool | None) -> None:
+        if passed is None:
+            counts["not_judged"] += 1  # no pass/fail scorer applies: shown, not counted as failed
+        else:
+            counts["total"] += 1
+            counts["passed"] += passed
+
+    @staticmethod
+    def _slice_values(record: dict[str, Any]) -> Iterable[tuple[str, str]]:
+        for key in ("database", "dialect", "category", "difficulty", "outcome"):
+            yield key, str(record.get(key))
+        for kind in record.get("ambiguity_types") or (["none"] if not record.get("ambiguous") else ["unspecified"]):
+            yield "ambiguity", kind
+
+    @staticmethod
+    def _entry(counts: Counter[str]) -> dict[str, Any]:
+        entry = {"total": counts["total"], "passed": counts["passed"]} | _rate(counts["passed"], counts["total"])
+        if counts["not_judged"]:
+            entry["not_judged"] = counts["not_judged"]
+        return entry
 
     def result(self, **extra: Any) -> dict[str, Any]:
         scorers: dict[str, dict[str, Any]] = {}
         phase_order = {"main": 0, "follow_up": 1}
         for (name, phase), tally in sorted(self.scores.items(), key=lambda kv: (kv[0][0], phase_order.get(kv[0][1], 9))):
             scorers.setdefault(name, {})[phase] = tally.as_dict(name in self.metric_scorers)
+        success = {phase: self._entry(counts)
+                   for phase, counts in sorted(self.success.items(), key=lambda kv: phase_order.get(kv[0], 9))}
         slices: dict[str, dict[str, Any]] = {}
         for (key, value), counts in sorted(self.slices.items()):
-            slices.setdefault(key, {})[value] = {
-                "total": counts["total"],
-                "passed": counts["passed"],
-                "rate": round(counts["passed"] / counts["total"], 4) if counts["total"] else None,
-            }
+            slices.setdefault(key, {})[value] = self._entry(counts)
+        slices["phase"] = success
+        infra = sum(self.outcomes.get(o, 0) for o in INFRA_OUTCOMES)
         return {
             "total_items": self.total,
             "outcomes": {o.value: self.outcomes.get(o.value, 0) for o in Outcome},
+            "infra_errors": infra,
             "primary_scorer": self.primary,
+            "success": success,
             "scorers": scorers,
+            "taxonomy": dict(self.taxonomy.most_common()),
             "slices": slices,
             "conversation": {
                 "turns": self.turns,
@@ -137,6 +202,7 @@ class SummaryBuilder:
                 "mean_reward": round(self.reward / self.total, 4) if self.total else None,
                 "agent_calls": self.agent_calls,
                 "mean_agent_latency_s": round(self.agent_latency_s / self.agent_calls, 6) if self.agent_calls else None,
+                "conversation_seconds": round(self.conversation_s, 3),
                 "tokens": dict(self.tokens),
             },
             **extra,

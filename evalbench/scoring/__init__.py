@@ -43,6 +43,7 @@ ScorerFactory = Callable[[dict[str, Any]], Scorer]
 class _ScorerRegistry(Registry[ScorerFactory]):
     def _load(self) -> None:
         import evalbench.scoring.execution  # noqa: F401
+        import evalbench.scoring.llmrater  # noqa: F401
         import evalbench.scoring.metrics  # noqa: F401
         import evalbench.scoring.more  # noqa: F401
         import evalbench.scoring.test_cases  # noqa: F401

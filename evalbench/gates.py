@@ -1,0 +1,99 @@
+"""CI gates: thresholds on a run's summary that decide the exit code.
+
+A metric is named ``<scorer>`` (its main-phase pass rate), ``<scorer>.<phase>``, ``success``
+(the main phase's own verdict) or ``success.follow_up``, ``mean_reward``, or any metric scorer's
+mean (``turn_count``). Values are fractions (``0.6``) or percentages (``60%``); a delta
+``5%`` is 0.05 of a rate.
+
+- ``--fail-under exec_match=0.6``: fails when the metric is below 0.6.
+- ``--baseline RUN --max-regression exec_match=2%``: fails when the metric fell by more than
+  two points since the baseline run.
+- ``--max-infra-errors N``: more than N conversations ended in an infrastructure outcome
+  (``db_error``, ``vuser_error``) is exit code 3, not a verdict on the agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalbench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Threshold:
+    metric: str
+    value: float
+    text: str  # as given, for messages
+
+
+@dataclass(frozen=True)
+class GateResult:
+    name: str  # e.g. "fail-under exec_match=60%"
+    metric: str
+    passed: bool
+    message: str
+    actual: float | None
+    limit: float
+
+
+def parse_threshold(text: str, option: str) -> Threshold:
+    metric, sep, raw = text.partition("=")
+    metric, raw = metric.strip(), raw.strip()
+    if not sep or not metric or not raw:
+        raise ConfigError(f"{option} expects METRIC=VALUE (e.g. exec_match=0.6 or exec_match=60%), got {text!r}")
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ConfigError(f"{option} {text!r}: {raw!r} is not a number (write 0.6 or 60%)") from None
+    return Threshold(metric, value, text)
+
+
+def metric_value(summary: dict[str, Any], metric: str) -> float | None:
+    """The value of ``metric`` in ``summary``; ConfigError naming the known metrics when unknown."""
+    name, _, phase = metric.partition(".")
+    phase = phase or "main"
+    if name == "mean_reward":
+        return (summary.get("conversation") or {}).get("mean_reward")
+    if name == "success":
+        entry = (summary.get("success") or {}).get(phase)
+        return entry.get("rate") if entry else None
+    phases = (summary.get("scorers") or {}).get(name)
+    if phases is None:
+        known = ["success", "mean_reward"] + sorted(summary.get("scorers") or {})
+        raise ConfigError(f"unknown metric {metric!r} (known: {', '.join(known)}; add .follow_up for the follow-up phase)")
+    tally = phases.get(phase)
+    if tally is None:
+        return None
+    return tally.get("rate", tally.get("mean"))
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def check_gates(summary: dict[str, Any], fail_under: list[Threshold], max_regression: list[Threshold],
+                baseline: dict[str, Any] | None) -> list[GateResult]:
+    results = []
+    for gate in fail_under:
+        actual = metric_value(summary, gate.metric)
+        passed = actual is not None and actual >= gate.value
+        message = f"{gate.metric} = {_fmt(actual)} {'>=' if passed else '<'} {gate.value:.4g}" if actual is not None \
+            else f"{gate.metric} has no value in this run"
+        results.append(GateResult(f"fail-under {gate.text}", gate.metric, passed, message, actual, gate.value))
+    for gate in max_regression:
+        if baseline is None:
+            raise ConfigError("--max-regression needs --baseline RUN_DIR")
+        actual, before = metric_value(summary, gate.metric), metric_value(baseline, gate.metric)
+        if actual is None or before is None:
+            results.append(GateResult(f"max-regression {gate.text}", gate.metric, False,
+                                      f"{gate.metric} is missing in {'this run' if actual is None else 'the baseline'}",
+                                      actual, gate.value))
+            continue
+        drop = before - actual
+        passed = drop <= gate.value + 1e-12
+        results.append(GateResult(f"max-regression {gate.text}", gate.metric, passed,
+                                  f"{gate.metric}: {_fmt(before)} (baseline) -> {_fmt(actual)}, change {-drop:+.4g} "
+                                  f"({'within' if passed else 'beyond'} the allowed drop of {gate.value:.4g})",
+                                  actual, gate.value))
+    return results

@@ -1,0 +1,305 @@
+"""``evalbench explain RUN_DIR ITEM_ID``: one conversation of a run, told turn by turn.
+
+:func:`find_record` streams the run's journal to the item's record; :func:`render_explanation`
+turns a record into text: every turn (the user's or the virtual user's message, the virtual
+user's action, the agent's reply kind, text, tool calls and SQL), each phase's generated and
+golden results side by side (row counts, columns, errors, preview rows as a small table), the
+scores with their details, the timings, and at the end ``Diagnosis: <kind> — <message>`` (see
+:mod:`evalbench.results.taxonomy`) or ``Passed``. Everything comes from the record alone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from evalbench.errors import EvalbenchError
+from evalbench.results import read_journal
+from evalbench.results.rundir import JOURNAL
+from evalbench.results.taxonomy import diagnose
+
+CLOSE_IDS = 5  # close matches named when an item is not in the journal
+CELL = 24  # characters of one preview cell
+TEXT_LIMIT = 2_000  # characters of one message or SQL shown
+
+
+class RecordNotFoundError(EvalbenchError):
+    """The run directory has no journal, or the journal has no record of the item."""
+
+    exit_code = 2
+
+
+def find_record(run_dir: Path | str, item_id: str) -> dict[str, Any]:
+    """The journal record of ``item_id`` in the run at ``run_dir`` (the first, if several).
+
+    Raises :class:`RecordNotFoundError` naming a few close item ids when it is not there."""
+    run_dir = Path(run_dir)
+    journal = run_dir / JOURNAL
+    if not journal.is_file():
+        raise RecordNotFoundError(f"{journal}: no such journal (is {run_dir} a run directory, results/<run_id>/?)")
+    seen: list[str] = []
+    records = read_journal(run_dir)
+    try:
+        for record in records:
+            if record.get("item_id") == item_id:
+                return record
+            seen.append(str(record.get("item_id")))
+    except json.JSONDecodeError as exc:
+        raise RecordNotFoundError(f"{journal}: the record after {len(seen)} valid one(s) is not valid JSON ({exc.msg}); "
+                                  f"item {item_id!r} was not found before it") from None
+    finally:
+        records.close()  # stopping early: close the journal now, not when the generator is collected
+    close = difflib.get_close_matches(item_id, seen, n=CLOSE_IDS, cutoff=0.5)
+    hint = f"; close ids: {', '.join(close)}" if close else (f"; ids look like: {', '.join(seen[:3])}" if seen else "")
+    raise RecordNotFoundError(f"item {item_id!r} is not in {journal} ({len(seen)} conversation(s)){hint}")
+
+
+def render_explanation(record: dict[str, Any], *, width: int = 100, primary: str | None = None) -> str:
+    """The conversation of ``record`` as text, about ``width`` characters wide."""
+    width = max(width, 40)
+    out: list[str] = []
+    out.extend(_wrap(f"Item {record.get('item_id')} · run {record.get('run_id')} · {record.get('dialect')}/{record.get('database')}",
+                     width, ""))
+    facts = [f"category {record.get('category')}", f"difficulty {record.get('difficulty') or '—'}",
+             f"ambiguous {'yes' if record.get('ambiguous') else 'no'}", f"follow-up {'yes' if record.get('has_follow_up') else 'no'}"]
+    if record.get("source"):
+        facts.append(f"source {record['source']}")
+    out.extend(_wrap(" · ".join(facts), width, ""))
+    outcome = f"Outcome: {record.get('outcome')}" + (f" ({_one_line(record['error'])})" if record.get("error") else "")
+    outcome += f" · reward {record.get('reward')} · leaking vuser replies {record.get('leaks', 0)} · seed {record.get('seed')}"
+    out.extend(_wrap(outcome, width, ""))
+    turns = record.get("turns") or []
+    for phase in record.get("phases") or []:
+        name = phase.get("phase")
+        out.append("")
+        out.append(_rule(f" {name} phase ", width))
+        out.extend(_wrap(f"Question: {phase.get('question')}", width, "  "))
+        phase_turns = [t for t in turns if t.get("phase") == name]
+        for position, turn in enumerate(phase_turns):
+            following = phase_turns[position + 1] if position + 1 < len(phase_turns) else None
+            out.extend(_turn_lines(turn, following, width))
+        out.append("")
+        out.extend(phase_lines(phase, width=width, sql=False))
+    out.append("")
+    out.extend(_wrap(_timings(record), width, ""))
+    out.append("")
+    diagnosis = diagnose(record, primary)
+    if diagnosis is None:
+        out.append("Passed")
+    else:
+        out.extend(_wrap(f"Diagnosis: {diagnosis.kind.value} — {diagnosis.message}", width, ""))
+        out.append(f"Diagnosed phase: {diagnosis.phase}")
+    return "\n".join(out) + "\n"
+
+
+def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True, sql: bool = True) -> list[str]:
+    """A phase's outcome, final SQL (``sql``), generated vs golden results (with their preview
+    rows when ``preview``) and scores, as text lines (shared with the JUnit report)."""
+    out = []
+    status = f"Result of the {phase.get('phase')} phase: outcome {phase.get('outcome')}"
+    status += f" · clarifications {phase.get('clarifications', 0)} of {phase.get('clarification_budget', '?')}"
+    if phase.get("debug_used"):
+        status += f" · debugging attempts {phase['debug_used']}"
+    out.extend(_wrap(status, width, ""))
+    if phase.get("error"):
+        out.extend(_wrap(f"error: {_one_line(phase['error'])}", width, "  "))
+    for number, attempt in enumerate(phase.get("attempts") or [], 1):
+        verdicts = ", ".join(f"{k} {_verdict(v)}" for k, v in (attempt.get("scores") or {}).items())
+        out.append(f"  earlier attempt {number}: {verdicts}")
+        out.extend(_block(attempt.get("sql") or "(no SQL)", width, "    "))
+    if sql and phase.get("sql"):
+        out.append("  final SQL:")
+        out.extend(_block(phase["sql"], width, "    "))
+    out.extend(_wrap("generated: " + _result_head(phase.get("generated")), width, "  ", "      "))
+    if preview and phase.get("generated"):
+        out.extend(_table(phase["generated"], width, "    "))
+    goldens = phase.get("golden") or []
+    for index, golden in enumerate(goldens, 1):
+        label = "golden" if len(goldens) == 1 else f"golden {index}"
+        out.extend(_wrap(f"{label}: " + _result_head(golden), width, "  ", "      "))
+        if preview and golden:
+            out.extend(_table(golden, width, "    "))
+    if not goldens:
+        out.append("  golden: not executed")
+    scores = phase.get("scores") or {}
+    if scores:
+        out.append("  scores:")
+        name_width = max(len(n) for n in scores)
+        for name, score in scores.items():
+            if not score.get("applicable", True):
+                value = "n/a"
+            elif score.get("passed") is not None:
+                value = "pass" if score["passed"] else "FAIL"
+            else:
+                value = _number(score.get("value"))
+            flags = f" [{', '.join(score['flags'])}]" if score.get("flags") else ""
+            line = f"{name.ljust(name_width)}  {value:<5} {_one_line(str(score.get('detail') or ''))}{flags}"
+            out.extend(_wrap(line, width, "    ", " " * (name_width + 12)))
+    return out
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def _turn_lines(turn: dict[str, Any], following: dict[str, Any] | None, width: int) -> list[str]:
+    out = [f"  Turn {int(turn.get('index', 0)) + 1} · {turn.get('user_role')}:"]
+    out.extend(_wrap(_clip(str(turn.get("user_text") or "")), width, "    "))
+    reply = turn.get("reply")
+    if reply is None:
+        out.append("    agent: no reply (the conversation ended first)")
+    else:
+        head = f"    agent → {reply.get('kind')} ({_seconds(reply.get('latency_s'))}"
+        usage = reply.get("usage") or {}
+        if usage.get("total"):
+            head += f", {usage['total']} tokens"
+        out.append(head + ")")
+        if reply.get("text"):
+            out.extend(_wrap(_clip(str(reply["text"])), width, "      "))
+        for call in reply.get("tool_calls") or []:
+            args = json.dumps(call.get("args") or {}, ensure_ascii=False, default=str)
+            line = f"tool call {call.get('name')}({args})"
+            if call.get("response") is not None:
+                line += " → " + json.dumps(call["response"], ensure_ascii=False, default=str)
+            out.extend(_wrap(_clip(line, 500), width, "      "))
+        if reply.get("sql"):
+            out.append("      SQL:")
+            out.extend(_block(reply["sql"], width, "        "))
+        if reply.get("error"):
+            kind = f" [{reply['error_kind']}]" if reply.get("error_kind") else ""
+            out.extend(_wrap(f"error{kind}: {_one_line(reply['error'])}", width, "      "))
+    vuser = turn.get("vuser")
+    if vuser:
+        action = vuser.get("action") or "no action"
+        out.append(f"    virtual user → {action}")
+        if vuser.get("error"):
+            out.extend(_wrap(f"error: {_one_line(vuser['error'])}", width, "      "))
+        answered = following is not None and following.get("user_role") == "vuser"
+        if vuser.get("text") and not answered:  # else its text opens the next turn
+            out.extend(_wrap(_clip(str(vuser["text"])), width, "      "))
+        audit = vuser.get("audit") or {}
+        for leak in audit.get("leaks") or []:
+            out.extend(_wrap(f"LEAK: {leak}", width, "      "))
+        if audit.get("regenerated"):
+            out.extend(_wrap(f"(regenerated after leaking: {'; '.join(audit.get('first_leaks') or [])})", width, "      "))
+    return out
+
+
+def _result_head(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "not executed"
+    head = f"{result.get('row_count')} row(s){'+ (truncated at the row cap)' if result.get('truncated') else ''}"
+    columns = result.get("columns") or []
+    head += f" × {len(columns)} column(s)"
+    if columns:
+        head += " (" + ", ".join(str(c) for c in columns[:8]) + (", ..." if len(columns) > 8 else "") + ")"
+    head += f" in {_seconds(result.get('elapsed_s'))}"
+    if result.get("error"):
+        kind = f" [{result['error_kind']}]" if result.get("error_kind") else ""
+        head += f"; ERROR{kind}: {_one_line(result['error'])}"
+    return head
+
+
+def _table(result: dict[str, Any], width: int, indent: str) -> list[str]:
+    rows = result.get("preview") or []
+    if not rows:
+        return []
+    columns = [str(c) for c in result.get("columns") or []]
+    count = max(len(columns), *(len(r) for r in rows))
+    header = columns + [""] * (count - len(columns))
+    cells = [[_cell(v) for v in list(row) + [""] * (count - len(row))] for row in rows]
+    widths = [max(len(_clip_cell(header[i])), *(len(r[i]) for r in cells)) for i in range(count)]
+    lines = []
+    for values in [[_clip_cell(h) for h in header]] + cells:
+        line = indent + "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+        lines.append(line if len(line) <= width else line[: width - 1] + "…")
+    separator = indent + "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    lines.insert(1, separator if len(separator) <= width else separator[:width])
+    more = int(result.get("row_count") or 0) - len(rows)
+    if more > 0:
+        lines.append(f"{indent}… {more} more row(s) not kept in the journal")
+    return lines
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return _clip_cell(" ".join(text.split()))
+
+
+def _clip_cell(text: str) -> str:
+    return text if len(text) <= CELL else text[: CELL - 1] + "…"
+
+
+def _timings(record: dict[str, Any]) -> str:
+    parts = [f"Timings: conversation {_seconds(record.get('elapsed_s'))}"]
+    stages = record.get("stage_seconds") or {}
+    if stages:
+        parts.append("stages " + ", ".join(f"{k} {_seconds(v)}" for k, v in stages.items()))
+    replies = [t["reply"] for t in record.get("turns") or [] if t.get("reply")]
+    if replies:
+        total = sum(float(r.get("latency_s") or 0) for r in replies)
+        parts.append(f"agent {_seconds(total)} over {len(replies)} call(s)")
+    tokens = record.get("tokens") or {}
+    if tokens.get("total") or tokens.get("prompt") or tokens.get("completion"):
+        parts.append(f"tokens {tokens.get('prompt', 0)} prompt + {tokens.get('completion', 0)} completion = {tokens.get('total', 0)}")
+    return " · ".join(parts)
+
+
+def _seconds(value: Any) -> str:
+    try:
+        return f"{float(value):.3f} s"
+    except (TypeError, ValueError):
+        return "? s"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "—" if value is None else str(value)
+
+
+def _verdict(passed: Any) -> str:
+    return "pass" if passed is True else "FAIL" if passed is False else "—"
+
+
+def _rule(title: str, width: int) -> str:
+    return "──" + title + "─" * max(0, width - len(title) - 2)
+
+
+def _one_line(text: Any) -> str:
+    return _clip(" ".join(str(text).split()), 500)
+
+
+def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"
+
+
+def _wrap(text: str, width: int, indent: str, hanging: str | None = None) -> list[str]:
+    """Paragraphs of ``text`` wrapped at ``width``: first lines start with ``indent``,
+    continuation lines with ``hanging`` (default: two more spaces than ``indent``)."""
+    hanging = indent + "  " if hanging is None else hanging
+    lines: list[str] = []
+    for paragraph in text.replace("\r\n", "\n").split("\n"):
+        wrapped = textwrap.wrap(paragraph, width=width, initial_indent=indent, subsequent_indent=hanging,
+                                break_on_hyphens=False) or [indent.rstrip()]
+        lines.extend(wrapped)
+    return lines
+
+
+def _block(text: str, width: int, indent: str) -> list[str]:
+    """SQL or other preformatted text: its own line breaks kept, long lines wrapped."""
+    lines: list[str] = []
+    for line in _clip(str(text)).rstrip().replace("\r\n", "\n").split("\n"):
+        stripped = line.rstrip()
+        lead = len(stripped) - len(stripped.lstrip())
+        lines.extend(textwrap.wrap(stripped.lstrip(), width=width, initial_indent=indent + " " * lead,
+                                   subsequent_indent=indent + " " * (lead + 2), break_on_hyphens=False,
+                                   drop_whitespace=True) or [""])
+    return lines
+
+
+__all__ = ["RecordNotFoundError", "find_record", "phase_lines", "render_explanation"]

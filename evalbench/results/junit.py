@@ -1,0 +1,135 @@
+"""``junit.xml``: a run as JUnit XML, for CI systems that show test reports.
+
+One ``<testsuite>`` named after the run, one ``<testcase classname="evalbench.<database>"
+name="<item_id>" time="<elapsed_s>">`` per conversation:
+
+- passed (see :func:`evalbench.results.taxonomy.passed`): an empty test case;
+- failed: ``<failure type="<kind>" message="<outcome>: <kind> — <message>">`` whose text gives
+  each phase's details (outcome, final SQL, generated vs golden results, scores);
+- no answer could be judged because the harness, the virtual user or the agent endpoint broke
+  (outcomes in :data:`ERROR_OUTCOMES`): ``<error>`` with the same message and text;
+- cancelled: ``<skipped>``.
+
+The ``tests``, ``failures``, ``errors``, ``skipped`` and ``time`` attributes of ``<testsuite>``
+(and of the enclosing ``<testsuites>``) count exactly those elements. Text is escaped by
+ElementTree; characters XML 1.0 cannot carry (control characters) are written as ``\\uXXXX``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Iterable, TextIO
+
+from evalbench.results.explain import phase_lines
+from evalbench.results.taxonomy import diagnose
+
+JUNIT = "junit.xml"
+
+# Outcomes reported as <error> (the item could not be judged), not as <failure>. A timeout or
+# max_turns is the agent's own failure; agent_error counts as an error because an agent
+# endpoint's crash (HTTP 500, an upstream quota error) usually says nothing about its answers.
+ERROR_OUTCOMES = frozenset({"db_error", "vuser_error", "agent_error"})
+SKIPPED_OUTCOMES = frozenset({"cancelled"})
+
+_ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def render_junit(records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None = None) -> str:
+    """The JUnit XML document (a string, with its XML declaration) for ``records``."""
+    out = io.StringIO()
+    _write(out, records, run_id=run_id, primary=primary)
+    return out.getvalue()
+
+
+def write_junit(run_dir: Path, records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None = None) -> Path:
+    """Write ``run_dir/junit.xml`` (atomically) from ``records``, streamed: memory does not grow
+    with the number of conversations; its path."""
+    path = Path(run_dir) / JUNIT
+    tmp = path.with_name(f".{JUNIT}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as out:
+            _write(out, records, run_id=run_id, primary=primary)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write(out: TextIO, records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None) -> None:
+    # The suite's counts come first in the document: test cases are spooled (to disk when large)
+    # until every record is counted.
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    total_time = 0.0
+    with tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8") as cases:
+        for record in records:
+            elapsed = _seconds(record.get("elapsed_s"))
+            total_time += elapsed
+            counts["tests"] += 1
+            case = _testcase(record, elapsed, primary, counts)
+            ET.indent(case, level=2)
+            cases.write("    " + ET.tostring(case, encoding="unicode").rstrip() + "\n")
+        attributes = {key: str(value) for key, value in counts.items()} | {"time": f"{total_time:.3f}"}
+        root = ET.Element("testsuites", name="evalbench", **attributes)
+        suite = ET.SubElement(root, "testsuite", name=_xml(run_id), **attributes)
+        properties = ET.SubElement(suite, "properties")
+        ET.SubElement(properties, "property", name="run_id", value=_xml(run_id))
+        if primary is not None:
+            ET.SubElement(properties, "property", name="primary_scorer", value=_xml(primary))
+        ET.indent(root)
+        properties.tail = "\x00"  # where the test cases go
+        head, _, tail = ET.tostring(root, encoding="unicode").partition("\x00")
+        out.write('<?xml version="1.0" encoding="UTF-8"?>\n' + head + "\n")
+        cases.seek(0)
+        shutil.copyfileobj(cases, out)
+        out.write("  " + tail + "\n")
+
+
+def _testcase(record: dict[str, Any], elapsed: float, primary: str | None, counts: dict[str, int]) -> ET.Element:
+    case = ET.Element("testcase", classname=_xml(f"evalbench.{record.get('database')}"),
+                      name=_xml(str(record.get("item_id"))), time=f"{elapsed:.3f}")
+    outcome = str(record.get("outcome"))
+    if outcome in SKIPPED_OUTCOMES:
+        counts["skipped"] += 1
+        ET.SubElement(case, "skipped", message=_xml(f"{outcome}: {record.get('error') or 'run cancelled'}"))
+        return case
+    diagnosis = diagnose(record, primary)
+    if diagnosis is None:
+        return case
+    tag = "error" if outcome in ERROR_OUTCOMES else "failure"
+    counts["errors" if tag == "error" else "failures"] += 1
+    element = ET.SubElement(case, tag, type=diagnosis.kind.value,
+                            message=_xml(f"{outcome}: {diagnosis.kind.value} — {diagnosis.message}"))
+    element.text = _xml(_details(record, diagnosis.phase))
+    return case
+
+
+def _details(record: dict[str, Any], phase: str) -> str:
+    lines = [f"item {record.get('item_id')} ({record.get('dialect')}/{record.get('database')}), "
+             f"outcome {record.get('outcome')}, diagnosed phase {phase}"]
+    if record.get("error"):
+        lines.append(f"error: {record['error']}")
+    for phase_record in record.get("phases") or []:
+        lines.append("")
+        lines.extend(phase_lines(phase_record, width=120, preview=False))
+    return "\n".join(lines) + "\n"
+
+
+def _xml(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot represent (shown as ``\\uXXXX``)."""
+    return _ILLEGAL_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _seconds(value: Any) -> float:
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+__all__ = ["ERROR_OUTCOMES", "JUNIT", "SKIPPED_OUTCOMES", "render_junit", "write_junit"]

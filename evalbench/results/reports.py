@@ -1,0 +1,100 @@
+"""Every report derived from a run directory's journal and manifest, written at the end of a run
+and again, from the journal alone, by ``evalbench report``.
+
+summary.json, summary.csv (ours, with scores_native.csv), summary.md, junit.xml, report.html,
+and EvalBench's evals.csv, scores.csv, summary.csv and configs.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from evalbench.gates import GateResult
+from evalbench.results import read_journal
+from evalbench.results.rundir import write_atomic
+from evalbench.results.summary import SummaryBuilder
+from evalbench.results.summary_md import render_summary_markdown
+from evalbench.resume import read_manifest
+
+
+def _json_default(value: Any) -> Any:
+    return str(value)
+
+
+def write_reports(run_dir: Path, summary: dict[str, Any], gates: Sequence[GateResult] = (), *, html: bool = True) -> list[Path]:
+    """Write every report of ``run_dir`` from ``summary`` and the journal; the paths written."""
+    from evalbench.results.evalbench_csv import write_evalbench_csvs
+    from evalbench.results.junit import write_junit
+
+    written = []
+    path = run_dir / "summary.json"
+    write_atomic(path, json.dumps(summary, indent=2, default=_json_default) + "\n")
+    written.append(path)
+    path = run_dir / "summary_native.csv"
+    write_atomic(path, native_summary_csv(summary))
+    written.append(path)
+    path = run_dir / "summary.md"
+    write_atomic(path, render_summary_markdown(summary, gates))
+    written.append(path)
+    written += write_evalbench_csvs(run_dir)
+    written.append(write_junit(run_dir, read_journal(run_dir), run_id=summary["run_id"], primary=summary.get("primary_scorer")))
+    if html:
+        from evalbench.results.html_report import write_report
+
+        written.append(write_report(run_dir))
+    return written
+
+
+def rebuild_summary(run_dir: Path) -> dict[str, Any]:
+    """The summary of ``run_dir`` recomputed from its journal (and the manifest's run facts)."""
+    manifest = read_manifest(run_dir)
+    metric_scorers = set(manifest.get("metric_scorers") or ())
+    if "metric_scorers" not in manifest:  # older manifests: a metric has applicable scores without a verdict
+        metric_scorers = _infer_metrics(run_dir)
+    builder = SummaryBuilder.from_records(read_journal(run_dir), metric_scorers)
+    extra = dict(manifest.get("summary_extra") or {})
+    return builder.result(run_id=manifest.get("run_id", run_dir.name), **extra)
+
+
+def _infer_metrics(run_dir: Path) -> set[str]:
+    metrics: set[str] = set()
+    verdicts: set[str] = set()
+    for record in read_journal(run_dir):
+        for phase in record["phases"]:
+            for name, score in phase["scores"].items():
+                if score["applicable"]:
+                    (verdicts if score["passed"] is not None else metrics).add(name)
+    return metrics - verdicts
+
+
+def native_summary_csv(summary: dict[str, Any]) -> str:
+    """Our summary rows (one per scorer and phase, and per outcome), with the confidence interval."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["run_id", "metric_name", "phase", "metric_score", "ci_low", "ci_high", "correct_results_count",
+                     "total_results_count", "not_applicable_count"])
+    run_id = summary["run_id"]
+    for phase, entry in (summary.get("success") or {}).items():
+        writer.writerow([run_id, "success", phase, *_score_cells(entry), entry["passed"], entry["total"], ""])
+    for name, phases in summary["scorers"].items():
+        for phase, tally in phases.items():
+            if "rate" in tally:
+                writer.writerow([run_id, name, phase, *_score_cells(tally), tally["passed"], tally["applicable"],
+                                 tally["not_applicable"]])
+            else:
+                writer.writerow([run_id, name, phase, tally["mean"], "", "", "", tally["applicable"], tally["not_applicable"]])
+    for outcome, count in summary["outcomes"].items():
+        writer.writerow([run_id, f"outcome:{outcome}", "", count, "", "", "", summary["total_items"], ""])
+    for kind, count in (summary.get("taxonomy") or {}).items():
+        writer.writerow([run_id, f"failure:{kind}", "", count, "", "", "", summary["total_items"], ""])
+    return out.getvalue()
+
+
+def _score_cells(entry: dict[str, Any]) -> list[Any]:
+    ci = entry.get("ci") or [None, None]
+    pct = [None if v is None else round(100 * v, 2) for v in (entry.get("rate"), *ci)]
+    return pct

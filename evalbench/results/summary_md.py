@@ -1,0 +1,57 @@
+"""``summary.md``: a run's summary as GitHub-flavoured markdown, for a CI job summary
+(``cat results/<run_id>/summary.md >> "$GITHUB_STEP_SUMMARY"``)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from evalbench.gates import GateResult
+
+
+def _pct(rate: float | None) -> str:
+    return "—" if rate is None else f"{100 * rate:.1f}%"
+
+
+def _ci(ci: Sequence[float] | None) -> str:
+    return "—" if not ci else f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}%"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult] = ()) -> str:
+    lines = [f"## evalbench run `{summary.get('run_id')}`", ""]
+    total = summary.get("total_items", 0)
+    if gates:
+        failed = [g for g in gates if not g.passed]
+        lines += [f"**{'FAILED' if failed else 'PASSED'}**: {len(gates) - len(failed)} of {len(gates)} gate(s) passed", ""]
+        lines += ["| gate | result | detail |", "|---|---|---|"]
+        lines += [f"| {_cell(g.name)} | {'pass' if g.passed else '**FAIL**'} | {_cell(g.message)} |" for g in gates]
+        lines.append("")
+    lines += [f"{total} conversations" + (" (cancelled before the end)" if summary.get("cancelled") else ""), ""]
+    lines += ["| metric | phase | score | 95% CI | passed / applicable | n/a |", "|---|---|---:|---:|---:|---:|"]
+    for phase, entry in (summary.get("success") or {}).items():
+        lines.append(f"| success | {phase} | {_pct(entry['rate'])} | {_ci(entry.get('ci'))} | {entry['passed']} / {entry['total']} | |")
+    for name, phases in (summary.get("scorers") or {}).items():
+        for phase, tally in phases.items():
+            if "rate" in tally:
+                lines.append(f"| {_cell(name)} | {phase} | {_pct(tally['rate'])} | {_ci(tally.get('ci'))} | "
+                             f"{tally['passed']} / {tally['applicable']} | {tally['not_applicable']} |")
+            else:
+                mean = tally.get("mean")
+                lines.append(f"| {_cell(name)} | {phase} | {'—' if mean is None else f'mean {mean:.2f}'} | | "
+                             f"{tally['applicable']} | {tally['not_applicable']} |")
+    outcomes = ", ".join(f"{k} {v}" for k, v in (summary.get("outcomes") or {}).items() if v)
+    lines += ["", f"**Outcomes:** {outcomes or 'none'}"]
+    taxonomy = summary.get("taxonomy") or {}
+    if taxonomy:
+        lines += ["", "**Failures by kind:** " + ", ".join(f"{k} {v}" for k, v in taxonomy.items())]
+    conv = summary.get("conversation") or {}
+    if conv:
+        lines += ["", f"**Conversation:** mean turns {conv.get('mean_turns')}, clarifications {conv.get('clarifications')}, "
+                      f"mean reward {conv.get('mean_reward')}, virtual-user leaks {conv.get('vuser_leaks', 0)}"]
+    infra = summary.get("infra_errors", 0)
+    if infra:
+        lines += ["", f"**Infrastructure errors:** {infra} conversation(s) (db_error, vuser_error)"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,345 @@
+"""Why a conversation failed: a closed failure taxonomy, decided from one journal record alone.
+
+:func:`diagnose` reads a record of ``conversations.jsonl`` (no database, no config, no dataset)
+and returns ``None`` when the conversation passed, else one :class:`Diagnosis`: a
+:class:`FailureKind`, the phase it is about and a one-line message with the evidence (the SQL
+error, ``generated 0 rows, golden 12``, the column counts and names, ...).
+
+**Passed** means: the conversation's outcome is ``scored`` and, in every phase, the primary
+verdict passed. A phase's primary verdict is the verdict of the ``primary`` scorer when it is
+given and applicable to the phase, else of the scorer the phase record names as ``primary``,
+else of the first applicable pass/fail scorer in the phase's scores (config order; metrics such
+as ``turn_count`` have no verdict) — the same verdict that drives debugging, the follow-up and
+the reward. A phase without any applicable verdict does not fail (nothing judged it).
+
+**Precedence** — the first rule that applies wins:
+
+1. ``cancelled``: the run was cancelled while the conversation was in flight.
+2. ``db_error``: the harness's database failed (golden SQL error, lost connection, setup).
+3. The first failing phase (``main``, then ``follow_up``); a phase fails when its outcome is not
+   ``scored`` or its primary verdict is a failure:
+
+   a. the phase ended early — its outcome names the kind: ``timeout``, ``agent_error``,
+      ``vuser_error``, ``db_error``, ``cancelled``, ``max_turns``;
+   b. ``vuser_leak``: a virtual-user reply in the phase leaked the answer (leak audit), so the
+      phase is not a clean measurement; the message also gives what the answer analysis found;
+   c. ``other``: the deciding scorer itself crashed (``scorer error: ...``);
+   d. ``no_sql``: the agent replied without SQL;
+   e. ``sql_error``: the agent's SQL failed (including a statement timeout);
+   f. ``missing_clarification``: an ambiguous item's main phase answered without any question;
+   g. ``needless_clarification``: a question asked in a phase that needs none (a clear main
+      question, or a follow-up), and the answer then failed;
+   h. the result comparison, generated vs the first golden result: ``empty_result`` (0 rows,
+      the golden has some), ``wrong_columns`` (column count), ``wrong_row_count``,
+      ``ordering_only`` (the same rows as a multiset in another order, from the scorer's
+      ``order_only`` flag or complete previews), ``wrong_values`` (same shape, other values);
+   i. ``other``: nothing above explains the failing verdict; its scorer and detail are given.
+
+4. A conversation whose outcome is not ``scored`` though no phase failed (a stage failed while
+   scoring): the outcome's kind, with the conversation's error.
+
+Empty results are checked before columns on purpose: an empty result may carry no column names
+(so ``exec_match`` reports a column count of 0), and "returned nothing" is the useful evidence.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable
+
+
+class FailureKind(str, Enum):
+    """The closed set of reasons a conversation failed."""
+
+    AGENT_ERROR = "agent_error"
+    NO_SQL = "no_sql"
+    SQL_ERROR = "sql_error"
+    TIMEOUT = "timeout"
+    EMPTY_RESULT = "empty_result"
+    WRONG_ROW_COUNT = "wrong_row_count"
+    WRONG_COLUMNS = "wrong_columns"
+    WRONG_VALUES = "wrong_values"
+    ORDERING_ONLY = "ordering_only"
+    MAX_TURNS = "max_turns"
+    NEEDLESS_CLARIFICATION = "needless_clarification"
+    MISSING_CLARIFICATION = "missing_clarification"
+    VUSER_ERROR = "vuser_error"
+    VUSER_LEAK = "vuser_leak"
+    DB_ERROR = "db_error"
+    CANCELLED = "cancelled"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why one conversation failed: the kind, the phase it is about, and the evidence."""
+
+    kind: FailureKind
+    phase: str  # "main" | "follow_up"
+    message: str  # one line
+
+    def __str__(self) -> str:
+        return f"{self.kind.value} — {self.message}"
+
+    def as_dict(self) -> dict[str, str]:
+        """JSON-able form (for reports)."""
+        return {"kind": self.kind.value, "phase": self.phase, "message": self.message}
+
+
+# Outcomes (evalbench.conversation.Outcome values) that end a phase early, and their kind.
+OUTCOME_KINDS: dict[str, FailureKind] = {
+    "timeout": FailureKind.TIMEOUT,
+    "agent_error": FailureKind.AGENT_ERROR,
+    "vuser_error": FailureKind.VUSER_ERROR,
+    "db_error": FailureKind.DB_ERROR,
+    "cancelled": FailureKind.CANCELLED,
+    "max_turns": FailureKind.MAX_TURNS,
+}
+
+MAX_MESSAGE = 300  # characters of a diagnosis message
+_NAMES_SHOWN = 6  # column names listed in a message
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def primary_verdict(phase: dict[str, Any], primary: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    """``(scorer, score)`` of the phase's primary verdict, or None when no scorer gave one."""
+    scores: dict[str, Any] = phase.get("scores") or {}
+    for name in (primary, phase.get("primary")):  # the given scorer, then the one the record names
+        score = scores.get(name) if name is not None else None
+        if score is not None and score.get("applicable", True) and score.get("passed") is not None:
+            return str(name), score
+    for name, score in scores.items():
+        if score.get("applicable", True) and score.get("passed") is not None:
+            return name, score
+    return None
+
+
+def phase_failed(phase: dict[str, Any], primary: str | None = None) -> bool:
+    """The phase ended early, or its primary verdict is a failure."""
+    outcome = phase.get("outcome")
+    if outcome is not None and outcome != "scored":
+        return True
+    verdict = primary_verdict(phase, primary)
+    return verdict is not None and verdict[1].get("passed") is False
+
+
+def passed(record: dict[str, Any], primary: str | None = None) -> bool:
+    """The conversation scored and every phase's primary verdict passed."""
+    if record.get("outcome") != "scored":
+        return False
+    return not any(phase_failed(p, primary) for p in record.get("phases") or [])
+
+
+# --------------------------------------------------------------------------- diagnose
+
+
+def diagnose(record: dict[str, Any], primary: str | None = None) -> Diagnosis | None:
+    """Why the conversation of ``record`` failed (see the module docstring for the rules and
+    their precedence); None when it passed."""
+    if passed(record, primary):
+        return None
+    outcome = record.get("outcome")
+    phases: list[dict[str, Any]] = record.get("phases") or []
+    if outcome in ("cancelled", "db_error"):
+        where = next((p for p in phases if p.get("outcome") in (outcome, None)), phases[-1] if phases else None)
+        message = (where or {}).get("error") or record.get("error") or outcome
+        if outcome == "cancelled":
+            message = f"{message} after {len(record.get('turns') or [])} turn(s)"
+        return _make(OUTCOME_KINDS[outcome], _phase_name(where), message)
+    for phase in phases:
+        if phase_failed(phase, primary):
+            return _diagnose_phase(record, phase, primary)
+    kind = OUTCOME_KINDS.get(str(outcome), FailureKind.OTHER)
+    last = phases[-1] if phases else None
+    return _make(kind, _phase_name(last), record.get("error") or f"conversation ended with outcome {outcome}")
+
+
+def taxonomy_counts(records: Iterable[dict[str, Any]], primary: str | None = None) -> dict[str, int]:
+    """Failed conversations per failure kind: every kind, in :class:`FailureKind` order, zeros included."""
+    counts: Counter[str] = Counter()
+    for record in records:
+        diagnosis = diagnose(record, primary)
+        if diagnosis is not None:
+            counts[diagnosis.kind.value] += 1
+    return {kind.value: counts.get(kind.value, 0) for kind in FailureKind}
+
+
+def _diagnose_phase(record: dict[str, Any], phase: dict[str, Any], primary: str | None) -> Diagnosis:
+    name = _phase_name(phase)
+    outcome = phase.get("outcome")
+    if outcome is not None and outcome != "scored":
+        kind = OUTCOME_KINDS.get(outcome, FailureKind.OTHER)
+        return _make(kind, name, _early_end_message(record, phase, kind))
+    leaks = _phase_leaks(record, name)
+    if leaks:
+        answer = _diagnose_answer(record, phase, primary)
+        return _make(FailureKind.VUSER_LEAK, name, f"{leaks}; the answer then failed: {answer.kind.value} ({answer.message})")
+    return _diagnose_answer(record, phase, primary)
+
+
+def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str | None) -> Diagnosis:
+    """Rules c to i: the phase was answered and its verdict is a failure."""
+    name = _phase_name(phase)
+    verdict = primary_verdict(phase, primary)
+    detail = str(verdict[1].get("detail") or "") if verdict else ""
+    if detail.startswith("scorer error"):
+        return _make(FailureKind.OTHER, name, f"{verdict[0]} {detail}" if verdict else detail)
+    generated = phase.get("generated")
+    if not phase.get("sql") or generated is None:
+        return _make(FailureKind.NO_SQL, name, _no_sql_message(record, name))
+    if generated.get("error") is not None:
+        error = str(generated["error"])
+        if generated.get("error_kind") == "timeout":
+            error = f"statement timeout: {error}"
+        return _make(FailureKind.SQL_ERROR, name, error)
+    result = _compare_results(phase, verdict)
+    asked = int(phase.get("clarifications") or 0)
+    if name == "main" and record.get("ambiguous") and asked == 0:
+        evidence = f"; {result[1]}" if result else ""
+        return _make(FailureKind.MISSING_CLARIFICATION, name, f"ambiguous question answered without asking anything{evidence}")
+    if asked and (name != "main" or not record.get("ambiguous")):
+        question = _first_question(record, name)
+        what = "the follow-up question" if name == "follow_up" else "a clear question"
+        evidence = f"; {result[1]}" if result else ""
+        return _make(FailureKind.NEEDLESS_CLARIFICATION, name,
+                     f"asked {asked} clarification(s) about {what}" + (f" ({question!r})" if question else "") + evidence)
+    if result is not None:
+        return _make(result[0], name, result[1])
+    if verdict is not None:
+        return _make(FailureKind.OTHER, name, f"{verdict[0]}: {detail or 'failed'}")
+    return _make(FailureKind.OTHER, name, phase.get("error") or "failed for no recorded reason")
+
+
+def _compare_results(phase: dict[str, Any], verdict: tuple[str, dict[str, Any]] | None) -> tuple[FailureKind, str] | None:
+    """Rule h: what differs between the generated and the (first usable) golden result."""
+    generated = phase.get("generated")
+    goldens = [g for g in phase.get("golden") or [] if g is not None]
+    golden = next((g for g in goldens if g.get("error") is None), None)
+    if generated is None or golden is None:
+        return None
+    suffix = f" (first of {len(goldens)} golden results)" if len(goldens) > 1 else ""
+    gen_rows, gold_rows = int(generated.get("row_count") or 0), int(golden.get("row_count") or 0)
+    if golden.get("truncated"):
+        return FailureKind.OTHER, f"the golden result was truncated at the row cap ({gold_rows} rows kept): it cannot be compared"
+    if generated.get("truncated"):
+        return FailureKind.WRONG_ROW_COUNT, f"generated more than {_n(gen_rows, 'row')} (truncated at the row cap), golden {gold_rows}{suffix}"
+    if gen_rows == 0 and gold_rows > 0:
+        return FailureKind.EMPTY_RESULT, f"generated 0 rows, golden {gold_rows}{suffix}"
+    gen_cols, gold_cols = list(generated.get("columns") or []), list(golden.get("columns") or [])
+    if gen_rows and len(gen_cols) != len(gold_cols):
+        return FailureKind.WRONG_COLUMNS, (f"generated {_columns(gen_cols)}, golden {_columns(gold_cols)}{suffix}")
+    if gen_rows != gold_rows:
+        return FailureKind.WRONG_ROW_COUNT, f"generated {_n(gen_rows, 'row')}, golden {gold_rows}{suffix}"
+    if gen_rows == 0:
+        return None  # both empty: nothing in the results explains the verdict
+    flags = set(verdict[1].get("flags") or ()) if verdict else set()
+    for score in (phase.get("scores") or {}).values():
+        flags.update(score.get("flags") or ())
+    gen_preview, gold_preview = _rows(generated), _rows(golden)
+    complete = len(gen_preview) == gen_rows and len(gold_preview) == gold_rows
+    if "order_only" in flags or (complete and gen_preview != gold_preview and Counter(gen_preview) == Counter(gold_preview)):
+        return FailureKind.ORDERING_ONLY, f"the same {_n(gen_rows, 'row')} in another order; the order matters for this item{suffix}"
+    if complete and gen_preview == gold_preview:
+        return None  # the results agree: the verdict comes from elsewhere (SQL text, test cases, ...)
+    example = _first_difference(gen_preview, gold_preview)
+    return FailureKind.WRONG_VALUES, (f"same shape ({_n(gen_rows, 'row')} x {_n(len(gen_cols), 'column')}), different values"
+                                      + (f"; e.g. {example}" if example else "") + suffix)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def _early_end_message(record: dict[str, Any], phase: dict[str, Any], kind: FailureKind) -> str:
+    error = phase.get("error") or record.get("error") or str(phase.get("outcome"))
+    name = _phase_name(phase)
+    if kind in (FailureKind.AGENT_ERROR, FailureKind.TIMEOUT):
+        reply = _last_reply(record, name)
+        if reply is not None and reply.get("kind") == "error" and reply.get("error_kind"):
+            return f"{error} [{reply['error_kind']}]"
+    if kind is FailureKind.MAX_TURNS:
+        return f"{error} after {phase.get('clarifications', 0)} clarification(s)"
+    if kind is FailureKind.VUSER_ERROR:
+        return f"the virtual user failed: {error}"
+    return str(error)
+
+
+def _no_sql_message(record: dict[str, Any], phase: str) -> str:
+    reply = _last_reply(record, phase)
+    if reply is not None and reply.get("kind") == "answer":
+        text = " ".join(str(reply.get("text") or "").split())
+        return f"the agent answered in words, without SQL: {text!r}" if text else "the agent answered in words, without SQL"
+    return "the agent returned no SQL"
+
+
+def _phase_leaks(record: dict[str, Any], phase: str) -> str:
+    found = []
+    for turn in record.get("turns") or []:
+        vuser = turn.get("vuser") or {}
+        leaks = (vuser.get("audit") or {}).get("leaks") or []
+        if turn.get("phase") == phase and leaks:
+            found.append(f"turn {int(turn.get('index', 0)) + 1}: " + "; ".join(str(x) for x in leaks))
+    if not found:
+        return ""
+    return "the virtual user's reply leaked the answer (" + " | ".join(found) + ")"
+
+
+def _first_question(record: dict[str, Any], phase: str) -> str | None:
+    for turn in record.get("turns") or []:
+        reply = turn.get("reply") or {}
+        if turn.get("phase") == phase and reply.get("kind") == "clarification":
+            return _clip(" ".join(str(reply.get("text") or "").split()), 80) or None
+    return None
+
+
+def _last_reply(record: dict[str, Any], phase: str) -> dict[str, Any] | None:
+    replies = [t.get("reply") for t in record.get("turns") or [] if t.get("phase") == phase and t.get("reply")]
+    return replies[-1] if replies else None
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _columns(columns: list[Any]) -> str:
+    names = ", ".join(str(c) for c in columns[:_NAMES_SHOWN]) + (", ..." if len(columns) > _NAMES_SHOWN else "")
+    count = _n(len(columns), "column")
+    return f"{count} ({names})" if columns else count
+
+
+def _rows(result: dict[str, Any]) -> list[str]:
+    """Preview rows in a hashable form (their JSON text)."""
+    return [json.dumps(row, sort_keys=True, default=str) for row in result.get("preview") or []]
+
+
+def _first_difference(gen: list[str], gold: list[str]) -> str | None:
+    only_gen = list((Counter(gen) - Counter(gold)).elements())
+    only_gold = list((Counter(gold) - Counter(gen)).elements())
+    parts = []
+    if only_gen:
+        parts.append(f"generated {_clip(only_gen[0], 80)}")
+    if only_gold:
+        parts.append(f"golden {_clip(only_gold[0], 80)}")
+    return " vs ".join(parts) or None
+
+
+def _phase_name(phase: dict[str, Any] | None) -> str:
+    return str((phase or {}).get("phase") or "main")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _make(kind: FailureKind, phase: str, message: Any) -> Diagnosis:
+    return Diagnosis(kind, phase, _clip(" ".join(str(message).split()), MAX_MESSAGE))
+
+
+__all__ = ["Diagnosis", "FailureKind", "OUTCOME_KINDS", "diagnose", "passed", "phase_failed", "primary_verdict", "taxonomy_counts"]

@@ -1,0 +1,111 @@
+"""Resuming a run: may this config continue that run directory, and which conversations are done.
+
+A run may be resumed with settings that do not change what a conversation's result would be:
+threads, in-flight cap, output place, run id and retry policies (the *error policy*). Anything
+else (dataset, databases, agent, virtual user, scorers, seed, limits) makes the finished
+conversations incomparable with the new ones, and is refused with the list of differences.
+
+The journal is repaired first: a line cut short by a crash (SIGKILL, power loss) and the
+conversations recorded as ``cancelled`` are dropped, so they run again; every other item is
+kept exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from evalbench.errors import ConfigError
+from evalbench.results.rundir import JOURNAL
+
+# Dotted config keys that may change on resume (prefix match).
+MAY_CHANGE = ("run_id", "runners", "max_in_flight", "reporting", "model_config.retry", "vuser_model_config.retry")
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, sub in value.items():
+            out |= _flatten(sub, f"{prefix}.{key}" if prefix else str(key))
+        return out or {prefix: {}}
+    return {prefix: value}
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The config keys whose values differ (other than those that may change on resume)."""
+    a, b = _flatten(old), _flatten(new)
+    differences = []
+    for key in sorted(set(a) | set(b)):
+        if any(key == p or key.startswith(p + ".") for p in MAY_CHANGE):
+            continue
+        if a.get(key, "<unset>") != b.get(key, "<unset>"):
+            differences.append(f"{key}: {a.get(key, '<unset>')!r} -> {b.get(key, '<unset>')!r}")
+    return differences
+
+
+def check_resumable(manifest: dict[str, Any], snapshot: dict[str, Any], dataset_sha256: str, run_dir: Path) -> None:
+    """Raise :class:`ConfigError` listing why ``run_dir`` cannot be resumed with this config."""
+    problems = config_differences(manifest.get("config") or {}, snapshot)
+    recorded = (manifest.get("dataset") or {}).get("sha256")
+    if recorded and recorded != dataset_sha256:
+        problems.insert(0, f"the dataset file changed (sha256 {recorded[:12]}... -> {dataset_sha256[:12]}...)")
+    if problems:
+        listed = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise ConfigError(f"cannot resume {run_dir}: the config differs from the run's in ways that change results:\n  "
+                          f"{listed}\nStart a new run instead (or restore the original settings).")
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+
+
+@dataclass
+class JournalState:
+    done: set[str] = field(default_factory=set)  # item ids whose conversation is complete
+    kept: int = 0
+    dropped_cancelled: int = 0
+    dropped_partial: int = 0
+    dropped_duplicates: int = 0
+
+
+def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None]) -> JournalState:
+    """Rewrite the journal without partial lines, cancelled conversations and duplicates, calling
+    ``on_record`` for each record kept (streaming: the records are not held in memory)."""
+    path = run_dir / JOURNAL
+    state = JournalState()
+    if not path.exists():
+        return state
+    tmp = path.with_name(f".{JOURNAL}.resume")
+    with path.open("rb") as source, tmp.open("wb") as target:
+        for raw in source:
+            if not raw.endswith(b"\n"):
+                state.dropped_partial += 1  # the last line, cut short by a crash
+                continue
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                state.dropped_partial += 1
+                continue
+            if record.get("outcome") == "cancelled":
+                state.dropped_cancelled += 1
+                continue
+            if record["item_id"] in state.done:
+                state.dropped_duplicates += 1
+                continue
+            state.done.add(record["item_id"])
+            state.kept += 1
+            target.write(raw)
+            on_record(record)
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(tmp, path)
+    return state
