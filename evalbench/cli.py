@@ -244,12 +244,11 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evalbench.report_console import print_summary
-    from evalbench.results.reports import rebuild_summary, write_reports
+    from evalbench.results.reports import regenerate
 
     run_dir = Path(args.run_dir)
     thresholds = _thresholds(args)
-    summary = rebuild_summary(run_dir)
-    written = write_reports(run_dir, summary, html=not args.no_html)
+    summary, written = regenerate(run_dir, html=not args.no_html)
     print_summary(summary, run_dir, sys.stdout)
     print(f"  wrote {', '.join(p.name for p in written)}")
     return _verdict(args, summary, run_dir, thresholds, cancelled=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -18,6 +19,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -228,7 +230,7 @@ class RunConfig(StrictModel):
 
     @field_validator("scorers")
     @classmethod
-    def _known_scorers(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _known_scorers(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         from evalbench.scoring import SCORERS
 
         for name in value:
@@ -236,6 +238,10 @@ class RunConfig(StrictModel):
                 raise ValueError(f"unknown scorer {name!r} (known: {', '.join(SCORERS.names())})")
         if not value:
             raise ValueError("at least one scorer is needed")
+        # scorer options that name a file (``prompt_file``) are relative to the config file
+        base = (info.context or {}).get("base_dir")
+        if base is not None:
+            value = {name: _resolve_files(options, Path(base)) for name, options in value.items()}
         return value
 
     @field_validator("database_configs")
@@ -271,6 +277,15 @@ class RunConfig(StrictModel):
         for volatile in ("run_id", "runners", "max_in_flight", "reporting"):
             data.pop(volatile, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _resolve_files(options: Any, base: Path) -> Any:
+    """Scorer options with relative paths of files made relative to ``base`` (the config's folder)."""
+    if not isinstance(options, dict):
+        return options
+    return {key: str(Path(os.path.normpath(base / value)))
+            if key.endswith("_file") and isinstance(value, str) and not Path(value).is_absolute() else value
+            for key, value in options.items()}
 
 
 _SECRET_KEYS = ("password", "secret", "token", "api_key", "apikey", "authorization", "credential")

@@ -10,6 +10,10 @@ def _pct(rate: float | None) -> str:
     return "—" if rate is None else f"{100 * rate:.1f}%"
 
 
+def _ci(ci: list[float] | None) -> str:
+    return "" if not ci else f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
+
+
 def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
     total = summary["total_items"]
     dataset = summary.get("dataset", {})
@@ -20,14 +24,19 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
           + (f" ({rate:.0f}/s)" if rate else ""), file=out)
     if errors:
         print(f"  {errors} dataset record(s) could not be loaded and were not run (see summary.json: record_errors)", file=out)
-    rows = [("scorer", "phase", "score", "passed/applicable", "n/a")]
+    rows = [("scorer", "phase", "score", "95% CI", "passed/applicable", "n/a")]
+    for phase, entry in (summary.get("success") or {}).items():
+        rows.append(("success", phase, _pct(entry["rate"]), _ci(entry.get("ci")), f"{entry['passed']}/{entry['total']}",
+                     str(entry.get("not_judged", 0))))
     for name, phases in summary["scorers"].items():
         for phase, tally in phases.items():
             if "rate" in tally:
-                rows.append((name, phase, _pct(tally["rate"]), f"{tally['passed']}/{tally['applicable']}", str(tally["not_applicable"])))
+                rows.append((name, phase, _pct(tally["rate"]), _ci(tally.get("ci")), f"{tally['passed']}/{tally['applicable']}",
+                             str(tally["not_applicable"])))
             else:
                 mean = tally["mean"]
-                rows.append((name, phase, "—" if mean is None else f"mean {mean:.2f}", f"{tally['applicable']}", str(tally["not_applicable"])))
+                rows.append((name, phase, "—" if mean is None else f"mean {mean:.2f}", "", f"{tally['applicable']}",
+                             str(tally["not_applicable"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
         print("  " + "  ".join(cell.ljust(w) if j < 2 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths))), file=out)
@@ -35,6 +44,9 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
             print("  " + "  ".join("-" * w for w in widths), file=out)
     outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items() if v)
     print(f"  outcomes: {outcomes}", file=out)
+    taxonomy = summary.get("taxonomy") or {}
+    if taxonomy:
+        print(f"  failures: {', '.join(f'{k} {v}' for k, v in taxonomy.items())} (evalbench explain {run_dir} <item_id>)", file=out)
     conv = summary.get("conversation", {})
     if conv:
         print(f"  turns: {conv.get('turns')} (mean {conv.get('mean_turns')}), clarifications: {conv.get('clarifications')}, "
@@ -47,4 +59,4 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
             print(f"  database {key}: setup FAILED: {info['error']}", file=out)
         elif info.get("warning"):
             print(f"  database {key}: {info['warning']}", file=out)
-    print(f"  results: {run_dir}/", file=out)
+    print(f"  results: {run_dir}/ (open report.html; summary.md for a CI job summary)", file=out)

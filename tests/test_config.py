@@ -10,6 +10,9 @@ import pytest
 from evalbench.cli import main
 from evalbench.config import DatabaseConfig, RunConfig, load_run_config, redact, redact_url
 from evalbench.errors import ConfigError
+from tests.conftest import DEMO
+
+DEMO_DATASET = DEMO / "greenleaf.jsonl"
 
 HEAD = "dataset_config: ds.jsonl\nmodel_config: simulated:oracle\n"  # lines 1-2 of most configs below
 RECORD = '{"instance_id": "a_1", "selected_database": "d", "query": "q", "sol_sql": ["SELECT 1"]}\n'
@@ -529,3 +532,15 @@ def test_cli_set_override_is_validated(cfg_dir, capsys):
     assert code == 2
     assert err.startswith(f"error: {path}")
     assert "seed: Input should be a valid integer" in err
+
+
+def test_scorer_option_files_are_relative_to_the_config(tmp_path):
+    (tmp_path / "conf").mkdir()
+    config = tmp_path / "conf" / "run.yaml"
+    config.write_text(
+        f"dataset_config: {DEMO_DATASET}\n"
+        "model_config: simulated:oracle\n"
+        "scorers: {exec_match: {}, llmrater: {model: m, prompt_file: prompts/judge.txt}}\n"
+    )
+    options = load_run_config(config).scorers["llmrater"]
+    assert options["prompt_file"] == str(tmp_path / "conf" / "prompts" / "judge.txt")

@@ -136,7 +136,7 @@ SURFACES = [
     Surface(("needless_question",), "then the right SQL", lambda r, p: p["outcome"] == "scored" and not phase_failed(p),
             None, None, True),
     Surface(SQL_MUTATIONS, "on a management task, ran", lambda r, p: not _is_query(r) and bool(p["generated"])
-            and not p["generated"]["error"], FailureKind.OTHER, lambda p: "test_cases", False),
+            and not p["generated"]["error"], FailureKind.TEST_CASE_FAILED, lambda p: "test case", False),
 ]
 
 
@@ -342,7 +342,7 @@ HAND_BUILT: list[tuple[str, dict[str, Any], FailureKind | None, str]] = [
     ("test cases failed", rec(ph(generated=res([]), golden=[res([])],
                                  scores={"exec_match": sc(None, "management task", applicable=False),
                                          "test_cases": sc(False, "test case 1/1 failed (assertion): rows left")})),
-     FailureKind.OTHER, "test_cases: test case 1/1 failed (assertion): rows left"),
+     FailureKind.TEST_CASE_FAILED, "test case 1/1 failed (assertion): rows left"),
     ("score stage failed", rec(outcome="agent_error", error="score failed: RuntimeError: x"),
      FailureKind.AGENT_ERROR, "score failed: RuntimeError: x"),
     ("follow-up failed", rec(ph(), ph("follow_up", outcome="timeout", error="conversation timeout", sql=None,
@@ -402,7 +402,7 @@ def test_primary_scorer_decides_and_falls_back_when_not_applicable() -> None:
     # a primary scorer that does not apply to the phase leaves the decision to the phase's first verdict
     assert diagnose(record, primary="test_cases") == diagnose(record)
     management = rec(ph(scores={"exec_match": sc(None, applicable=False), "test_cases": sc(False, "test case 1/1 failed")}))
-    assert diagnose(management, primary="exec_match").kind is FailureKind.OTHER  # type: ignore[union-attr]
+    assert diagnose(management, primary="exec_match").kind is FailureKind.TEST_CASE_FAILED  # type: ignore[union-attr]
 
 
 def test_taxonomy_counts_every_kind() -> None:
@@ -417,7 +417,7 @@ def test_the_kinds_are_the_closed_set() -> None:
     assert [k.value for k in FailureKind] == [
         "agent_error", "no_sql", "sql_error", "timeout", "empty_result", "wrong_row_count", "wrong_columns", "wrong_values",
         "ordering_only", "max_turns", "needless_clarification", "missing_clarification", "vuser_error", "vuser_leak",
-        "db_error", "cancelled", "other",
+        "test_case_failed", "db_error", "cancelled", "other",
     ]
     diagnosis = Diagnosis(FailureKind.OTHER, "main", "x")
     with pytest.raises(dataclasses.FrozenInstanceError):

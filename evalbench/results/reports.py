@@ -10,12 +10,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from evalbench.gates import GateResult
 from evalbench.results import read_journal
-from evalbench.results.rundir import write_atomic
+from evalbench.results.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_atomic, write_score_rows
 from evalbench.results.summary import SummaryBuilder
 from evalbench.results.summary_md import render_summary_markdown
 from evalbench.resume import read_manifest
@@ -47,6 +48,20 @@ def write_reports(run_dir: Path, summary: dict[str, Any], gates: Sequence[GateRe
 
         written.append(write_report(run_dir))
     return written
+
+
+def regenerate(run_dir: Path, *, html: bool = True) -> tuple[dict[str, Any], list[Path]]:
+    """Every report of ``run_dir`` recomputed from its journal: (the summary, the paths written)."""
+    summary = rebuild_summary(run_dir)
+    path = run_dir / SCORES_NATIVE
+    tmp = path.with_name(f".{SCORES_NATIVE}.tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(SCORES_COLUMNS)
+        for record in read_journal(run_dir):
+            write_score_rows(writer, record, summary["run_id"])
+    os.replace(tmp, path)
+    return summary, [path, *write_reports(run_dir, summary, html=html)]
 
 
 def rebuild_summary(run_dir: Path) -> dict[str, Any]:

@@ -23,6 +23,14 @@ SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's
 SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags"]
 
 
+def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
+    """The scores_native.csv rows of one record: one per (phase, scorer)."""
+    for phase in record["phases"]:
+        for name, score in phase["scores"].items():
+            writer.writerow([run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
+                             score["value"], score["passed"], score["applicable"], score["detail"], ";".join(score["flags"])])
+
+
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -76,12 +84,7 @@ class RunWriter:
         return record
 
     def _write_scores(self, record: dict[str, Any]) -> None:
-        for phase in record["phases"]:
-            for name, score in phase["scores"].items():
-                self._scores.writerow(
-                    [self.run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
-                     score["value"], score["passed"], score["applicable"], score["detail"], ";".join(score["flags"])]
-                )
+        write_score_rows(self._scores, record, self.run_id)
 
     def finish(self, **extra: Any) -> dict[str, Any]:
         """The run's summary (the reports are written from it by :mod:`evalbench.results.reports`)."""

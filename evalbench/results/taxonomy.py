@@ -33,7 +33,8 @@ the reward. A phase without any applicable verdict does not fail (nothing judged
       the golden has some), ``wrong_columns`` (column count), ``wrong_row_count``,
       ``ordering_only`` (the same rows as a multiset in another order, from the scorer's
       ``order_only`` flag or complete previews), ``wrong_values`` (same shape, other values);
-   i. ``other``: nothing above explains the failing verdict; its scorer and detail are given.
+   i. ``test_case_failed``: a management task's test case failed (its assertion or error is given);
+   j. ``other``: nothing above explains the failing verdict; its scorer and detail are given.
 
 4. A conversation whose outcome is not ``scored`` though no phase failed (a stage failed while
    scoring): the outcome's kind, with the conversation's error.
@@ -68,6 +69,7 @@ class FailureKind(str, Enum):
     MISSING_CLARIFICATION = "missing_clarification"
     VUSER_ERROR = "vuser_error"
     VUSER_LEAK = "vuser_leak"
+    TEST_CASE_FAILED = "test_case_failed"
     DB_ERROR = "db_error"
     CANCELLED = "cancelled"
     OTHER = "other"
@@ -186,7 +188,7 @@ def _diagnose_phase(record: dict[str, Any], phase: dict[str, Any], primary: str 
 
 
 def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str | None) -> Diagnosis:
-    """Rules c to i: the phase was answered and its verdict is a failure."""
+    """Rules c to j: the phase was answered and its verdict is a failure."""
     name = _phase_name(phase)
     verdict = primary_verdict(phase, primary)
     detail = str(verdict[1].get("detail") or "") if verdict else ""
@@ -213,6 +215,8 @@ def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str
                      f"asked {asked} clarification(s) about {what}" + (f" ({question!r})" if question else "") + evidence)
     if result is not None:
         return _make(result[0], name, result[1])
+    if verdict is not None and verdict[0] == "test_cases":
+        return _make(FailureKind.TEST_CASE_FAILED, name, detail or "a test case failed")
     if verdict is not None:
         return _make(FailureKind.OTHER, name, f"{verdict[0]}: {detail or 'failed'}")
     return _make(FailureKind.OTHER, name, phase.get("error") or "failed for no recorded reason")

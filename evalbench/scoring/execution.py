@@ -90,7 +90,7 @@ class ExecMatch:
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
         if not phase.is_query:
-            return Score.not_applicable("management task: needs the test_cases scorer (not available yet)")
+            return Score.not_applicable("management task: judged by the test_cases scorer")
         if phase.outcome is not None:
             return Score(0.0, False, detail=f"no answer to score: {phase.outcome.value}")
         if phase.generated is None:

@@ -1,0 +1,171 @@
+"""CI gates and the commands that read a run directory: exit codes 0 pass, 1 gate failed, 2
+config error, 3 infrastructure errors above --max-infra-errors; report, compare and explain."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from evalbench.cli import main
+from evalbench.errors import ConfigError
+from evalbench.gates import check_gates, metric_value, parse_threshold
+from tests.conftest import DEMO
+
+SUMMARY = {
+    "success": {"main": {"rate": 0.6}, "follow_up": {"rate": 0.5}},
+    "scorers": {"exec_match": {"main": {"rate": 0.675}, "follow_up": {"rate": 0.8}},
+                "turn_count": {"main": {"mean": 2.1}}},
+    "conversation": {"mean_reward": 0.51},
+}
+
+
+@pytest.mark.parametrize(("text", "metric", "value"), [
+    ("exec_match=0.6", "exec_match", 0.6), ("exec_match=60%", "exec_match", 0.6),
+    (" success.follow_up = 12.5% ", "success.follow_up", 0.125), ("mean_reward=0.5", "mean_reward", 0.5),
+])
+def test_parse_threshold(text, metric, value):
+    parsed = parse_threshold(text, "--fail-under")
+    assert parsed.metric == metric and parsed.value == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["exec_match", "=0.5", "exec_match=", "exec_match=high"])
+def test_bad_thresholds_are_config_errors(text):
+    with pytest.raises(ConfigError, match="--fail-under"):
+        parse_threshold(text, "--fail-under")
+
+
+def test_metric_values():
+    assert metric_value(SUMMARY, "exec_match") == 0.675
+    assert metric_value(SUMMARY, "exec_match.follow_up") == 0.8
+    assert metric_value(SUMMARY, "success") == 0.6
+    assert metric_value(SUMMARY, "turn_count") == 2.1
+    assert metric_value(SUMMARY, "mean_reward") == 0.51
+    with pytest.raises(ConfigError, match="unknown metric 'exec'.*exec_match"):
+        metric_value(SUMMARY, "exec")
+
+
+def test_gate_verdicts():
+    under = [parse_threshold("exec_match=0.7", "--fail-under"), parse_threshold("success=60%", "--fail-under")]
+    results = check_gates(SUMMARY, under, [], None)
+    assert [g.passed for g in results] == [False, True]  # 0.675 < 0.7; 0.6 >= 0.6
+    baseline = json.loads(json.dumps(SUMMARY))
+    baseline["scorers"]["exec_match"]["main"]["rate"] = 0.7
+    drop = check_gates(SUMMARY, [], [parse_threshold("exec_match=2%", "--max-regression")], baseline)
+    assert not drop[0].passed and "0.7 (baseline) -> 0.675" in drop[0].message
+    allowed = check_gates(SUMMARY, [], [parse_threshold("exec_match=0.03", "--max-regression")], baseline)
+    assert allowed[0].passed
+
+
+# --------------------------------------------------------------------------- through the CLI
+
+
+def _config(tmp_path: Path, agent: str = "simulated:noisy", seed: int = 42) -> Path:
+    config = tmp_path / f"run-{seed}.yaml"
+    config.write_text(
+        f"dataset_config: {DEMO / 'greenleaf.jsonl'}\n"
+        f"setup_directory: {DEMO / 'setup'}\n"
+        f"model_config: {agent}\n"
+        "scorers: {exec_match: {}, test_cases: {}, executable: {}, turn_count: {}}\n"
+        f"seed: {seed}\n"
+        f"reporting: {{csv: {{output_directory: {tmp_path}}}}}\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, pgdata):
+    """Two finished runs of the demo with different noisy-agent seeds."""
+    tmp = tmp_path_factory.mktemp("gates")
+    for run_id, seed in (("a", 42), ("b", 7)):
+        assert main(["run", "--config", str(_config(tmp, seed=seed)), "--run-id", run_id, "--no-progress"]) == 0
+    return tmp / "a", tmp / "b"
+
+
+def test_fail_under_sets_exit_code_1_and_writes_the_gate_into_summary_md(runs, tmp_path, capsys):
+    rate = json.loads((runs[0] / "summary.json").read_text())["scorers"]["exec_match"]["main"]["rate"]
+    run_dir = shutil.copytree(runs[0], tmp_path / "a")
+    assert main(["report", str(run_dir), "--no-html", "--fail-under", f"exec_match={rate}"]) == 0
+    assert main(["report", str(run_dir), "--no-html", "--fail-under", f"exec_match={rate + 0.01}"]) == 1
+    out = capsys.readouterr().out
+    assert "gate fail-under" in out and "FAIL" in out
+    markdown = (run_dir / "summary.md").read_text()
+    assert "**FAILED**" in markdown and f"exec_match = {rate:.4g} < {rate + 0.01:.4g}" in markdown
+
+
+def test_max_regression_against_a_baseline(runs, capsys):
+    a, b = runs
+    rate = {r: json.loads((r / "summary.json").read_text())["success"]["main"]["rate"] for r in runs}
+    worse, better = (b, a) if rate[b] < rate[a] else (a, b)
+    drop = rate[better] - rate[worse]
+    assert drop > 0, "the two seeds should differ"
+    args = ["report", str(worse), "--no-html", "--baseline", str(better)]
+    assert main(args + ["--max-regression", f"success={drop + 0.001}"]) == 0
+    assert main(args + ["--max-regression", f"success={drop - 0.001}"]) == 1
+    assert main(["report", str(worse), "--no-html", "--max-regression", "success=0.1"]) == 2  # needs --baseline
+    assert "--baseline" in capsys.readouterr().err
+
+
+def test_infrastructure_errors_exit_3_unless_allowed(tmp_path, pgdata, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"dataset_config: {DEMO / 'greenleaf.jsonl'}\n"
+        "model_config: simulated:oracle\n"
+        "database_configs:\n"
+        "  - {database_name: greenleaf, url: 'postgresql://postgres@127.0.0.1:1/postgres'}\n"
+        f"reporting: {{csv: {{output_directory: {tmp_path}}}}}\n"
+    )
+    assert main(["run", "--config", str(config), "--run-id", "r", "--no-progress"]) == 3
+    assert "infrastructure error" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "r"), "--no-html", "--max-infra-errors", "1000"]) == 0
+    junit = ET.parse(tmp_path / "r" / "junit.xml").getroot()
+    assert junit.get("errors") == junit.get("tests") != "0"  # every item is an <error>: db_error
+
+
+def test_report_regenerates_every_report_from_the_journal(runs, tmp_path, capsys):
+    run_dir = shutil.copytree(runs[0], tmp_path / "a")
+    original = json.loads((run_dir / "summary.json").read_text())
+    scores = (run_dir / "scores_native.csv").read_text()
+    generated = ["scores_native.csv", "summary.json", "summary_native.csv", "summary.md", "junit.xml", "report.html",
+                 "evals.csv", "scores.csv", "summary.csv", "configs.csv"]
+    for name in generated:
+        (run_dir / name).unlink()
+    assert main(["report", str(run_dir)]) == 0
+    for name in generated:
+        assert (run_dir / name).is_file(), name
+    assert json.loads((run_dir / "summary.json").read_text()) == original
+    assert (run_dir / "scores_native.csv").read_text() == scores
+    assert "wrote scores_native.csv, summary.json" in capsys.readouterr().out
+
+
+def test_compare_prints_flips_p_value_and_ci(runs, capsys):
+    a, b = runs
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "McNemar" in out and "95% CI" in out
+    assert (b / "compare.html").is_file() and (b / "compare.md").is_file()
+
+
+def test_compare_refuses_different_scorers_unless_forced(runs, tmp_path, capsys):
+    other = shutil.copytree(runs[1], tmp_path / "b")
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["scorers"] = ["exec_match"]
+    manifest["config"]["scorers"] = {"exec_match": {}}
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["compare", str(runs[0]), str(other)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(["compare", str(runs[0]), str(other), "--force", "--output-dir", str(tmp_path)]) == 0
+
+
+def test_explain_prints_the_conversation_and_its_diagnosis(runs, capsys):
+    failed = next(json.loads(line) for line in (runs[0] / "conversations.jsonl").read_text().splitlines()
+                  if json.loads(line)["outcome"] == "scored" and not json.loads(line)["phases"][0]["passed"])
+    assert main(["explain", str(runs[0]), failed["item_id"]]) == 0
+    out = capsys.readouterr().out
+    assert failed["item_id"] in out and "Diagnosis:" in out
+    assert main(["explain", str(runs[0]), "greenleaf_999"]) == 2
+    assert "greenleaf_9" in capsys.readouterr().err  # close ids are suggested
