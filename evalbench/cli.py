@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--config", required=True, help="run config (YAML): its dataset and databases are checked")
     validate.add_argument("--allow", nargs="*", default=[], metavar="ITEM_ID", help="invalid items to accept")
     validate.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
+    validate.add_argument("--no-test-cases", action="store_true",
+                          help="skip running the management tasks' test cases (golden SQL and a no-op statement)")
 
     report = commands.add_parser(
         "report",
@@ -283,7 +285,7 @@ def _validate(args: argparse.Namespace) -> int:
     from evalbench.config import load_run_config
     from evalbench.validate import validate
 
-    report = validate(load_run_config(args.config))
+    report = validate(load_run_config(args.config), test_cases=not args.no_test_cases)
     for error in report.record_errors:
         print(f"record error: {error}")
     for key, error in report.database_errors.items():
@@ -296,6 +298,8 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"{report.items} items: {len(invalid)} invalid, {len(allowed)} invalid but allowed, "
           f"{len(report.record_errors)} record errors, "
           f"{sum(1 for r in report.reports for f in r.findings if f.level == 'warning')} warnings")
+    empty = report.empty_golden()
+    print(f"items whose golden result is empty: {sum(empty.values())} (main {empty['main']}, follow-up {empty['follow_up']})")
     if args.json:
         Path(args.json).write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     return 1 if invalid or report.record_errors else EXIT_OK

@@ -5,7 +5,9 @@ Findings are errors (the item cannot be evaluated as written: the run would scor
 or warnings (worth a look). An item with an error is invalid unless listed with ``--allow``.
 
 errors:   malformed or duplicate records, golden SQL that fails or times out, a golden result
-          truncated at the row cap, ``order: true`` while the golden SQL has no ORDER BY
+          truncated at the row cap, ``order: true`` while the golden SQL has no ORDER BY; a
+          management task whose test case fails for its own golden SQL, or passes for a
+          statement that changes nothing (it cannot tell a right answer from no answer)
 warnings: an empty golden result (it cannot tell a right query from an over-filtering one),
           an ambiguity's ``sql_snippet`` not found in the golden SQL (whitespace and case
           ignored), ``decimal`` set while the golden result has no non-integer number
@@ -22,6 +24,11 @@ from evalbench.config import RunConfig
 from evalbench.dataset import Dataset, Item, RecordError
 from evalbench.db.sandbox import ExecutionResult, Sandbox
 from evalbench.scoring.execution import golden_is_ordered
+from evalbench.scoring.test_case_runner import run_test_case
+
+# A write statement that changes nothing the test cases look at: the "wrong answer" every test
+# case must reject.
+NO_OP_SQL = "CREATE TEMP TABLE IF NOT EXISTS evalbench_validate_no_op (x integer)"
 
 
 @dataclass
@@ -54,10 +61,17 @@ class ValidationReport:
     def invalid_ids(self) -> list[str]:
         return [r.item_id for r in self.reports if r.invalid]
 
+    def empty_golden(self) -> dict[str, int]:
+        """Items whose golden result is empty, per phase."""
+        return {phase: sum(1 for r in self.reports if any(f.message.startswith(f"{phase} golden SQL") and
+                                                             f.message.endswith(": empty result") for f in r.findings))
+                for phase in ("main", "follow_up")}
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "items": self.items,
             "invalid_items": self.invalid_ids(),
+            "empty_golden": self.empty_golden(),
             "record_errors": [str(e) for e in self.record_errors],
             "database_errors": self.database_errors,
             "findings": {
@@ -73,6 +87,27 @@ def _normal(text: str) -> str:
 def _has_fraction(result: ExecutionResult) -> bool:
     return any(isinstance(v, float) or (isinstance(v, Decimal) and v != v.to_integral_value())
                for row in result.rows for v in row)
+
+
+def check_test_cases(item: Item, report: ItemReport, conninfo: str, *, timeout_s: float, statement_timeout_s: float) -> None:
+    """A phase's test cases must all pass for the golden SQL, and one at least must fail for a
+    statement that changes nothing (a case may rightly check only that nothing else changed)."""
+    phases = [("main", item.test_cases, item.golden_sql)]
+    if item.follow_up is not None:
+        phases.append(("follow_up", item.follow_up.test_cases, item.follow_up.golden_sql))
+    options = dict(db_name=item.database, preprocess_sql=item.preprocess_sql, clean_up_sqls=item.clean_up_sqls,
+                   timeout_s=timeout_s, statement_timeout_s=statement_timeout_s)
+    for phase, cases, golden in phases:
+        failed = False
+        for index, case in enumerate(cases, 1):
+            verdict = run_test_case(conninfo, case, golden, golden, **options)
+            if not verdict.passed:
+                failed = True
+                report.add("error", f"{phase} test case {index}/{len(cases)} fails for the golden SQL ({verdict.kind}): "
+                                    f"{verdict.message}")
+        if cases and not failed and all(run_test_case(conninfo, case, [NO_OP_SQL], golden, **options).passed for case in cases):
+            report.add("error", f"{phase} test cases all pass for a statement that changes nothing: they cannot tell a "
+                                "right answer from no answer")
 
 
 def check_item(item: Item, sandbox: Sandbox | None) -> ItemReport:
@@ -107,8 +142,9 @@ def check_item(item: Item, sandbox: Sandbox | None) -> ItemReport:
     return report
 
 
-def validate(config: RunConfig) -> ValidationReport:
-    """Check every item of the dataset of ``config`` against its databases."""
+def validate(config: RunConfig, *, test_cases: bool = True) -> ValidationReport:
+    """Check every item of the dataset of ``config`` against its databases (with ``test_cases``,
+    also the test cases of its management tasks: one child process each, so it takes a while)."""
     from evalbench.errors import EvalbenchError
     from evalbench.orchestrator import _provision, open_sandbox
 
@@ -116,9 +152,9 @@ def validate(config: RunConfig) -> ValidationReport:
     scan = dataset.scan()
     report = ValidationReport(items=scan.total, record_errors=list(scan.errors))
     for dialect, database in sorted(scan.groups):
-        sandbox = None
+        sandbox = conninfo = None
         try:
-            sandbox, _ = open_sandbox(config, dialect, database, _provision(config, dialect, database))
+            sandbox, conninfo = open_sandbox(config, dialect, database, _provision(config, dialect, database))
         except EvalbenchError as exc:
             report.database_errors[f"{dialect}/{database}"] = str(exc)
         try:
@@ -126,8 +162,17 @@ def validate(config: RunConfig) -> ValidationReport:
                 item_report = check_item(item, sandbox)
                 if sandbox is None:
                     item_report.add("error", "its database could not be set up")
+                elif test_cases and conninfo is not None:
+                    check_test_cases(item, item_report, conninfo, **_test_case_limits(config))
                 report.reports.append(item_report)
         finally:
             if sandbox is not None:
                 sandbox.close()
     return report
+
+
+def _test_case_limits(config: RunConfig) -> dict[str, float]:
+    """The test_cases scorer's limits when the config sets them, else its defaults."""
+    options = config.scorers.get("test_cases") or {}
+    return {"timeout_s": float(options.get("timeout_s", 30.0)),
+            "statement_timeout_s": float(options.get("statement_timeout_s", 10.0))}

@@ -147,6 +147,19 @@ def test_case(pred_sqls, sol_sqls, db_name, conn):
     assert not run_test_case(*args, **kwargs, run_pred_first=False).passed
 
 
+def test_execute_queries_stops_at_the_first_failing_query(conninfo):
+    case = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    _, err, _ = execute_queries(["SELECT nope FROM stores", "UPDATE stores SET manager_name = 'Q' WHERE store_id = 1"],
+                                db_name, conn)
+    assert err
+    rows, _, _ = execute_queries("SELECT manager_name FROM stores WHERE store_id = 1", db_name, conn)
+    assert rows != [('Q',)], "the query after the failing one ran"
+"""
+    verdict = run_test_case(conninfo, case, [PRED_OK], [PRED_OK], db_name="greenleaf", run_pred_first=False)
+    assert verdict.passed, verdict
+
+
 def test_scorer(conninfo):
     scorer = SCORERS.get("test_cases")({"conninfo": conninfo})
     assert "test_cases" in SCORERS.names()

@@ -162,6 +162,7 @@ class _Helpers:
         for query in queries or []:
             try:
                 result, _ = self.perform_query_on_postgresql_databases(query, db_name, conn)
+                continue
             except psycopg.errors.QueryCanceled:
                 if is_solution:
                     timeout = True
@@ -174,6 +175,7 @@ class _Helpers:
                     error = True
             except Exception:  # noqa: BLE001 — BIRD-Interact counts anything else as an error
                 error = True
+            break  # as BIRD-Interact: the queries after a failing one are not run
         return result, error, timeout
 
     def ex_base(self, pred_sqls: Any, sol_sqls: Any, db_name: str = "", conn: Any = None, conditions: Any = None) -> int:
