@@ -270,11 +270,13 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    import shutil
     from pathlib import Path
 
     from evalbench.results.explain import find_record, render_explanation
 
-    print(render_explanation(find_record(Path(args.run_dir), args.item_id)))
+    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+    print(render_explanation(find_record(Path(args.run_dir), args.item_id), width=width))
     return EXIT_OK
 
 

@@ -147,6 +147,7 @@ def test_compare_prints_flips_p_value_and_ci(runs, capsys):
     assert main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "McNemar" in out and "95% CI" in out
+    assert "regressions (A pass, B fail)" in out and "improvements (A fail, B pass)" in out
     assert (b / "compare.html").is_file() and (b / "compare.md").is_file()
 
 
