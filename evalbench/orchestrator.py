@@ -30,7 +30,7 @@ from evalbench.db.sandbox import Sandbox
 from evalbench.db.schema import SchemaCatalog
 from evalbench.db.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError
-from evalbench.results.reports import write_reports
+from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
 from evalbench.resume import check_resumable, read_manifest
 from evalbench.scheduler import Scheduler
@@ -107,23 +107,27 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     simulator = {k: v for k, v in vuser_info.items()
                  if k in ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")}
     metric_scorers = {s.name for s in scorers if s.is_metric}
-    writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows,
-                       metric_scorers=metric_scorers, simulator=simulator, resume=resume is not None)
+    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info, dataset_sha256,
+                         sorted(metric_scorers, key=list(config.scorers).index))
+    # what each scorer needs to be reproduced (e.g. the llmrater's model and prompt hash)
+    manifest["scorer_details"] = {s.name: s.describe() for s in scorers if hasattr(s, "describe")}
+    session: dict[str, Any] = {"started_at": started_at, "command": manifest["command"]}
+    if previous is not None:  # the first session's manifest stays; this session is appended
+        manifest = previous | {"sessions": previous.get("sessions", []) + [session]}
+    else:
+        manifest["sessions"] = [session]
+    # The derived reports are built as conversations complete (replayed ones first), so the end
+    # of the run only assembles them.
+    report_set = ReportSet(run_dir, manifest)
+    writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows, metric_scorers=metric_scorers,
+                       simulator=simulator, resume=resume is not None, on_record=report_set.add)
     done: set[str] = writer.resumed.done if writer.resumed is not None else set()
     if writer.resumed is not None:
         state = writer.resumed
         log.warning("resuming %s: %d conversation(s) done; running the other %d (%d cancelled and %d cut short "
                     "by a crash are run again)", run_id, state.kept, max(scan.total - state.kept, 0),
                     state.dropped_cancelled, state.dropped_partial)
-    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info, dataset_sha256,
-                         sorted(metric_scorers, key=list(config.scorers).index))
-    # what each scorer needs to be reproduced (e.g. the llmrater's model and prompt hash)
-    manifest["scorer_details"] = {s.name: s.describe() for s in scorers if hasattr(s, "describe")}
-    session: dict[str, Any] = {"started_at": started_at, "command": manifest["command"], "resumed_with": len(done)}
-    if previous is not None:  # the first session's manifest stays; this session is appended
-        manifest = previous | {"sessions": previous.get("sessions", []) + [session]}
-    else:
-        manifest["sessions"] = [session]
+    session["resumed_with"] = len(done)
     writer.write_manifest(manifest)
 
     bars = _progress_bars(scan.groups, progress, _done_per_group(dataset, scan.groups, done) if done else {})
@@ -207,6 +211,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
             bar.close()
     if scheduler.failure is not None:
         writer.close()
+        report_set.close()
         raise EvalbenchError(f"the run stopped: {scheduler.failure}")
 
     elapsed = time.monotonic() - started
@@ -225,7 +230,10 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     }
     summary = writer.finish(**extra)
     writer.close()
-    write_reports(run_dir, summary)
+    try:
+        report_set.commit(summary)
+    finally:
+        report_set.close()
     manifest["databases"] = extra["databases"]
     manifest["finished_at"] = session["finished_at"]
     manifest["summary_extra"] = extra  # what `evalbench report` needs besides the journal

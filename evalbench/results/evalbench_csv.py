@@ -448,6 +448,62 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+class EvalbenchCsvWriter:
+    """EvalBench's four files, written incrementally: :meth:`add` each journal record (as the run
+    completes conversations), then :meth:`commit` (or :meth:`abort`). Memory stays flat."""
+
+    def __init__(self, out_dir: Path, manifest: dict[str, Any], *, metrics: set[str] | None = None,
+                 order: list[tuple[str, str]] | None = None, extensions: bool = True) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.manifest = manifest
+        self.extensions = extensions
+        scorers = list(manifest.get("scorers") or (manifest.get("config") or {}).get("scorers") or [])
+        self.summary = _Summary(scorers, metrics, order or [])
+        self.job_id = str(manifest.get("run_id") or "")
+        self.run_time = evalbench_run_time(manifest.get("created_at"))
+
+        def columns(base: list[str], extra: list[str]) -> list[str]:
+            return base + extra if extensions else list(base)
+
+        self.files = [
+            _CsvFile(out_dir / "evals.csv", columns(EVALBENCH_EVALS_COLUMNS, EXTRA_EVALS_COLUMNS)),
+            _CsvFile(out_dir / "scores.csv", columns(EVALBENCH_SCORES_COLUMNS, EXTRA_SCORES_COLUMNS)),
+            _CsvFile(out_dir / "summary.csv", columns(EVALBENCH_SUMMARY_COLUMNS, EXTRA_SUMMARY_COLUMNS)),
+            _CsvFile(out_dir / "configs.csv", list(EVALBENCH_CONFIGS_COLUMNS)),
+        ]
+
+    def add(self, record: dict[str, Any]) -> None:
+        evals_file, scores_file = self.files[0], self.files[1]
+        self.job_id = self.job_id or str(record.get("run_id") or "")
+        for phase in _phases(record):
+            row = eval_row(record, phase, self.job_id, self.run_time)
+            evals_file.write(row)
+            for score in score_rows(row, phase):
+                scores_file.write(score)
+            self.summary.add(row, phase)
+
+    def commit(self) -> list[Path]:
+        """Write the summary and config rows and move the files into place (evals, scores, summary, configs)."""
+        summary_file, configs_file = self.files[2], self.files[3]
+        try:
+            for row in self.summary.rows(self.job_id, self.run_time):
+                summary_file.write(row)
+            if self.manifest:
+                flat = flatten_config(evalbench_config(self.manifest))
+                if self.extensions:
+                    flat.update(flatten_config(_run_metadata(self.manifest)))
+                for key, value in flat.items():
+                    configs_file.write({"job_id": self.job_id, "run_time": self.run_time, "config": key, "value": value})
+        except BaseException:
+            self.abort()
+            raise
+        return [file.commit() for file in self.files]
+
+    def abort(self) -> None:
+        for file in self.files:
+            file.abort()
+
+
 def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None = None, *,
                          out_dir: Path | None = None, extensions: bool = True) -> list[Path]:
     """Write EvalBench's ``evals.csv``, ``scores.csv``, ``summary.csv`` and ``configs.csv``.
@@ -464,14 +520,8 @@ def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None
     from evalbench.results import read_journal
 
     run_dir = Path(run_dir)
-    out = Path(out_dir) if out_dir is not None else run_dir
-    out.mkdir(parents=True, exist_ok=True)
     manifest = _read_json(run_dir / "manifest.json")
     summary_json = _read_json(run_dir / "summary.json")
-    if records is None:
-        records = read_journal(run_dir)
-
-    scorers = list(manifest.get("scorers") or (manifest.get("config") or {}).get("scorers") or [])
     # Which scorers are metrics: the manifest says so, else summary.json does, else the records tell.
     metrics: set[str] | None = set(manifest["metric_scorers"]) if "metric_scorers" in manifest else None
     order: list[tuple[str, str]] = []
@@ -479,45 +529,19 @@ def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None
         if metrics is None:
             metrics = {name for name, phases in summary_json["scorers"].items() if any("mean" in t for t in phases.values())}
         order = [(name, phase) for name, phases in summary_json["scorers"].items() for phase in phases]
-    summary = _Summary(scorers, metrics, order)
-
-    def columns(base: list[str], extra: list[str]) -> list[str]:
-        return base + extra if extensions else list(base)
-
-    files = [
-        _CsvFile(out / "evals.csv", columns(EVALBENCH_EVALS_COLUMNS, EXTRA_EVALS_COLUMNS)),
-        _CsvFile(out / "scores.csv", columns(EVALBENCH_SCORES_COLUMNS, EXTRA_SCORES_COLUMNS)),
-        _CsvFile(out / "summary.csv", columns(EVALBENCH_SUMMARY_COLUMNS, EXTRA_SUMMARY_COLUMNS)),
-        _CsvFile(out / "configs.csv", list(EVALBENCH_CONFIGS_COLUMNS)),
-    ]
-    evals_file, scores_file, summary_file, configs_file = files
+    writer = EvalbenchCsvWriter(Path(out_dir) if out_dir is not None else run_dir, manifest, metrics=metrics,
+                                order=order, extensions=extensions)
     try:
-        job_id = str(manifest.get("run_id") or "")
-        run_time = evalbench_run_time(manifest.get("created_at"))
-        for record in records:
-            job_id = job_id or str(record.get("run_id") or "")
-            for phase in _phases(record):
-                row = eval_row(record, phase, job_id, run_time)
-                evals_file.write(row)
-                for score in score_rows(row, phase):
-                    scores_file.write(score)
-                summary.add(row, phase)
-        for row in summary.rows(job_id, run_time):
-            summary_file.write(row)
-        if manifest:
-            flat = flatten_config(evalbench_config(manifest))
-            if extensions:
-                flat.update(flatten_config(_run_metadata(manifest)))
-            for key, value in flat.items():
-                configs_file.write({"job_id": job_id, "run_time": run_time, "config": key, "value": value})
+        for record in read_journal(run_dir) if records is None else records:
+            writer.add(record)
     except BaseException:
-        for file in files:
-            file.abort()
+        writer.abort()
         raise
-    return [file.commit() for file in files]
+    return writer.commit()
 
 
 __all__ = [
+    "EvalbenchCsvWriter",
     "EVALBENCH_CONFIGS_COLUMNS", "EVALBENCH_EVALS_COLUMNS", "EVALBENCH_SCORES_COLUMNS", "EVALBENCH_SUMMARY_COLUMNS",
     "EXTRA_EVALS_COLUMNS", "EXTRA_SCORES_COLUMNS", "EXTRA_SUMMARY_COLUMNS", "evalbench_id", "metric_name",
     "write_evalbench_csvs",

@@ -13,24 +13,24 @@ full record (turns, SQL, result previews, scores, timings) is embedded for the f
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import html
 import json
 import io
 import math
-import os
 import shutil
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 from evalbench.conversation import Outcome
 from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS, JS
-from evalbench.results.rundir import JOURNAL, write_atomic
+from evalbench.results.rundir import JOURNAL, write_atomic_with
 from evalbench.results.summary import SummaryBuilder
 
 REPORT = "report.html"
@@ -44,28 +44,22 @@ Diagnose = Callable[..., Any]  # evalbench.results.taxonomy.diagnose(record, pri
 
 def render_report(run_dir: Path, *, max_details: int = MAX_DETAILS, max_detail_bytes: int = MAX_DETAIL_BYTES) -> str:
     """The HTML of ``report.html`` for a run directory (manifest, summary and journal)."""
-    out = io.StringIO()
-    _write_page(Path(run_dir), out, max_details=max_details, max_detail_bytes=max_detail_bytes)
-    return out.getvalue()
+    run_dir = Path(run_dir)
+    with _from_run_dir(run_dir, max_details, max_detail_bytes) as (builder, manifest, summary, recomputed):
+        out = io.StringIO()
+        builder.write(out, run_dir, manifest, summary, recomputed=recomputed)
+        return out.getvalue()
 
 
 def write_report(run_dir: Path, *, max_details: int = MAX_DETAILS, max_detail_bytes: int = MAX_DETAIL_BYTES) -> Path:
-    """Write ``run_dir/report.html`` atomically (temporary file, then rename) and return its path.
-
-    The page is streamed to disk: memory does not grow with the number of conversations."""
+    """Write ``run_dir/report.html`` atomically (temporary file, then rename) and return its path."""
     run_dir = Path(run_dir)
-    path = run_dir / REPORT
-    tmp = path.with_name(f".{REPORT}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as out:
-            _write_page(run_dir, out, max_details=max_details, max_detail_bytes=max_detail_bytes)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    with _from_run_dir(run_dir, max_details, max_detail_bytes) as (builder, manifest, summary, recomputed):
+        return builder.commit(run_dir, manifest, summary, recomputed=recomputed)
 
 
-def _write_page(run_dir: Path, out: TextIO, *, max_details: int, max_detail_bytes: int) -> None:
+@contextlib.contextmanager
+def _from_run_dir(run_dir: Path, max_details: int, max_detail_bytes: int) -> Iterator[tuple["ReportBuilder", dict[str, Any], dict[str, Any], bool]]:
     if not (run_dir / JOURNAL).is_file():
         raise FileNotFoundError(f"{run_dir} has no {JOURNAL}: not a run directory")
     manifest = _read_json(run_dir / "manifest.json") or {}
@@ -73,61 +67,85 @@ def _write_page(run_dir: Path, out: TextIO, *, max_details: int, max_detail_byte
     recomputed = summary is None
     if summary is None:
         summary = _summary_from_journal(run_dir)
-    primary: str | None = summary.get("primary_scorer")
+    builder = ReportBuilder(max_details=max_details, max_detail_bytes=max_detail_bytes)
+    try:
+        for record in read_journal(run_dir):
+            builder.add(record)
+        yield builder, manifest, summary, recomputed
+    finally:
+        builder.close()
 
-    diagnose = _load_diagnose()
-    detail_bytes = 0
-    embedded = total = 0
-    diagnosed: Counter[str] = Counter()
-    # One pass over the journal: rows and details go to two spooled files (on disk when large),
-    # copied into the page once the header, which needs the counts, is written.
-    with tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8") as rows, \
-            tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8") as details:
-        for line, record in enumerate(read_journal(run_dir), start=1):
-            diagnosis = _diagnosis(record, diagnose)
-            if diagnosis.get("dk"):
-                diagnosed[diagnosis["dk"]] += 1
-            row = _row(record, line, diagnosis)
-            detail = "null"
-            if embedded < max_details and detail_bytes < max_detail_bytes:
-                detail = _dumps(_detail(record))
-                detail_bytes += len(detail)
-                embedded += 1
-            else:
-                row["text"] = _search_text(record)[:ROW_TEXT_CHARS]
-            separator = "," if total else ""
-            rows.write(separator + _dumps(row))
-            details.write(separator + detail)
-            total += 1
 
+class ReportBuilder:
+    """report.html built incrementally: :meth:`add` each journal record (in journal order, as the
+    run completes conversations), then :meth:`commit` with the summary. Rows and records are
+    spooled to temporary files (on disk when large) and copied into the page at the end, so
+    memory does not grow with the number of conversations."""
+
+    def __init__(self, *, max_details: int = MAX_DETAILS, max_detail_bytes: int = MAX_DETAIL_BYTES) -> None:
+        self.max_details, self.max_detail_bytes = max_details, max_detail_bytes
+        self.diagnose = _load_diagnose()
+        self.detail_bytes = self.embedded = self.total = 0
+        self.diagnosed: Counter[str] = Counter()
+        self.rows = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
+        self.details = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
+
+    def add(self, record: dict[str, Any]) -> None:
+        diagnosis = _diagnosis(record, self.diagnose)
+        if diagnosis.get("dk"):
+            self.diagnosed[diagnosis["dk"]] += 1
+        row = _row(record, self.total + 1, diagnosis)  # its line in the journal
+        detail = "null"
+        if self.embedded < self.max_details and self.detail_bytes < self.max_detail_bytes:
+            detail = _dumps(_detail(record))
+            self.detail_bytes += len(detail)
+            self.embedded += 1
+        else:
+            row["text"] = _search_text(record)[:ROW_TEXT_CHARS]
+        separator = "," if self.total else ""
+        self.rows.write(separator + _dumps(row))
+        self.details.write(separator + detail)
+        self.total += 1
+
+    def write(self, out: TextIO, run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], *,
+              recomputed: bool = False) -> None:
+        primary: str | None = summary.get("primary_scorer")
         detail_note = (
-            f"the report embeds the full record of the first {embedded:,} of {total:,} conversations "
-            f"(limits: {max_details:,} conversations, {max_detail_bytes // (1024 * 1024):,} MiB of records)."
+            f"the report embeds the full record of the first {self.embedded:,} of {self.total:,} conversations "
+            f"(limits: {self.max_details:,} conversations, {self.max_detail_bytes // (1024 * 1024):,} MiB of records)."
         )
         meta = {"run_id": summary.get("run_id") or manifest.get("run_id") or run_dir.name, "primary": primary,
-                "total": total, "embedded": embedded, "detail_note": detail_note}
-        taxonomy = summary.get("taxonomy") or dict(diagnosed)
-        notices = _notices(summary, recomputed, total, embedded, detail_note)
+                "total": self.total, "embedded": self.embedded, "detail_note": detail_note}
+        taxonomy = summary.get("taxonomy") or dict(self.diagnosed)
+        notices = _notices(summary, recomputed, self.total, self.embedded, detail_note)
         body = "\n".join([
             _header(manifest, summary, run_dir),
             '<main class="wrap">',
             *notices,
             _summary_section(summary, primary, taxonomy, from_summary="taxonomy" in summary),
             _slices_section(summary),
-            _conversations_section(bool(diagnosed) or diagnose is not None),
+            _conversations_section(bool(self.diagnosed) or self.diagnose is not None),
             "</main>",
             _DIALOG,
         ])
         head, tail = _page(str(meta["run_id"]), body)
         out.write(head)
         out.write('{"meta":' + _dumps(meta) + ',"rows":[')
-        rows.seek(0)
-        shutil.copyfileobj(rows, out)
+        self.rows.seek(0)
+        shutil.copyfileobj(self.rows, out)
         out.write('],"details":[')
-        details.seek(0)
-        shutil.copyfileobj(details, out)
+        self.details.seek(0)
+        shutil.copyfileobj(self.details, out)
         out.write("]}")
         out.write(tail)
+
+    def commit(self, run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], *, recomputed: bool = False) -> Path:
+        """Write ``run_dir/report.html`` atomically; its path."""
+        return write_atomic_with(run_dir / REPORT, lambda out: self.write(out, run_dir, manifest, summary, recomputed=recomputed))
+
+    def close(self) -> None:
+        self.rows.close()
+        self.details.close()
 
 
 # --------------------------------------------------------------------------- data

@@ -18,7 +18,6 @@ ElementTree; characters XML 1.0 cannot carry (control characters) are written as
 from __future__ import annotations
 
 import io
-import os
 import re
 import shutil
 import tempfile
@@ -42,52 +41,71 @@ _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]
 
 def render_junit(records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None = None) -> str:
     """The JUnit XML document (a string, with its XML declaration) for ``records``."""
-    out = io.StringIO()
-    _write(out, records, run_id=run_id, primary=primary)
-    return out.getvalue()
+    builder = JunitBuilder(primary)
+    try:
+        for record in records:
+            builder.add(record)
+        out = io.StringIO()
+        builder.write(out, run_id)
+        return out.getvalue()
+    finally:
+        builder.close()
 
 
 def write_junit(run_dir: Path, records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None = None) -> Path:
-    """Write ``run_dir/junit.xml`` (atomically) from ``records``, streamed: memory does not grow
-    with the number of conversations; its path."""
-    path = Path(run_dir) / JUNIT
-    tmp = path.with_name(f".{JUNIT}.tmp")
+    """Write ``run_dir/junit.xml`` (atomically) from ``records``; its path."""
+    builder = JunitBuilder(primary)
     try:
-        with tmp.open("w", encoding="utf-8") as out:
-            _write(out, records, run_id=run_id, primary=primary)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def _write(out: TextIO, records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None) -> None:
-    # The suite's counts come first in the document: test cases are spooled (to disk when large)
-    # until every record is counted.
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    total_time = 0.0
-    with tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8") as cases:
         for record in records:
-            elapsed = _seconds(record.get("elapsed_s"))
-            total_time += elapsed
-            counts["tests"] += 1
-            case = _testcase(record, elapsed, primary, counts)
-            ET.indent(case, level=2)
-            cases.write("    " + ET.tostring(case, encoding="unicode").rstrip() + "\n")
-        attributes = {key: str(value) for key, value in counts.items()} | {"time": f"{total_time:.3f}"}
+            builder.add(record)
+        return builder.commit(Path(run_dir), run_id)
+    finally:
+        builder.close()
+
+
+class JunitBuilder:
+    """junit.xml built incrementally: :meth:`add` each record as the run completes it, then
+    :meth:`commit`. The suite's counts come first in the document, so the test cases are spooled
+    (to disk when large) until every record is counted; memory stays flat."""
+
+    def __init__(self, primary: str | None = None) -> None:
+        self.primary = primary
+        self.counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        self.total_time = 0.0
+        self.cases = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
+
+    def add(self, record: dict[str, Any]) -> None:
+        elapsed = _seconds(record.get("elapsed_s"))
+        self.total_time += elapsed
+        self.counts["tests"] += 1
+        case = _testcase(record, elapsed, self.primary, self.counts)
+        ET.indent(case, level=2)
+        self.cases.write("    " + ET.tostring(case, encoding="unicode").rstrip() + "\n")
+
+    def write(self, out: TextIO, run_id: str) -> None:
+        attributes = {key: str(value) for key, value in self.counts.items()} | {"time": f"{self.total_time:.3f}"}
         root = ET.Element("testsuites", name="evalbench", **attributes)
         suite = ET.SubElement(root, "testsuite", name=_xml(run_id), **attributes)
         properties = ET.SubElement(suite, "properties")
         ET.SubElement(properties, "property", name="run_id", value=_xml(run_id))
-        if primary is not None:
-            ET.SubElement(properties, "property", name="primary_scorer", value=_xml(primary))
+        if self.primary is not None:
+            ET.SubElement(properties, "property", name="primary_scorer", value=_xml(self.primary))
         ET.indent(root)
         properties.tail = "\x00"  # where the test cases go
         head, _, tail = ET.tostring(root, encoding="unicode").partition("\x00")
         out.write('<?xml version="1.0" encoding="UTF-8"?>\n' + head + "\n")
-        cases.seek(0)
-        shutil.copyfileobj(cases, out)
+        self.cases.seek(0)
+        shutil.copyfileobj(self.cases, out)
         out.write("  " + tail + "\n")
+
+    def commit(self, run_dir: Path, run_id: str) -> Path:
+        """Write ``run_dir/junit.xml`` atomically; its path."""
+        from evalbench.results.rundir import write_atomic_with
+
+        return write_atomic_with(run_dir / JUNIT, lambda out: self.write(out, run_id))
+
+    def close(self) -> None:
+        self.cases.close()
 
 
 def _testcase(record: dict[str, Any], elapsed: float, primary: str | None, counts: dict[str, int]) -> ET.Element:
@@ -132,4 +150,4 @@ def _seconds(value: Any) -> float:
         return 0.0
 
 
-__all__ = ["ERROR_OUTCOMES", "JUNIT", "SKIPPED_OUTCOMES", "render_junit", "write_junit"]
+__all__ = ["ERROR_OUTCOMES", "JUNIT", "JunitBuilder", "SKIPPED_OUTCOMES", "render_junit", "write_junit"]

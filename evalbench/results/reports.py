@@ -10,13 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TextIO
 
 from evalbench.gates import GateResult
 from evalbench.results import read_journal
-from evalbench.results.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_atomic, write_score_rows
+from evalbench.results.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_atomic, write_atomic_with, write_score_rows
 from evalbench.results.summary import SummaryBuilder
 from evalbench.results.summary_md import render_summary_markdown
 from evalbench.resume import read_manifest
@@ -26,41 +25,75 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+class ReportSet:
+    """The derived reports, built as records arrive (during the run, so that little is left to do
+    at its end) and committed once with the summary. Not thread-safe: the run writer calls
+    :meth:`add` under its lock."""
+
+    def __init__(self, run_dir: Path, manifest: dict[str, Any], *, html: bool = True) -> None:
+        from evalbench.results.evalbench_csv import EvalbenchCsvWriter
+        from evalbench.results.html_report import ReportBuilder
+        from evalbench.results.junit import JunitBuilder
+
+        self.run_dir, self.manifest = run_dir, manifest
+        metrics = set(manifest["metric_scorers"]) if "metric_scorers" in manifest else None
+        self.csvs = EvalbenchCsvWriter(run_dir, manifest, metrics=metrics)
+        self.junit = JunitBuilder()
+        self.html = ReportBuilder() if html else None
+        self.committed = False
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.csvs.add(record)
+        self.junit.add(record)
+        if self.html is not None:
+            self.html.add(record)
+
+    def commit(self, summary: dict[str, Any], gates: Sequence[GateResult] = ()) -> list[Path]:
+        """Write every report; the paths written."""
+        written = []
+        for name, text in (("summary.json", json.dumps(summary, indent=2, default=_json_default) + "\n"),
+                           ("summary_native.csv", native_summary_csv(summary)),
+                           ("summary.md", render_summary_markdown(summary, gates))):
+            write_atomic(self.run_dir / name, text)
+            written.append(self.run_dir / name)
+        written += self.csvs.commit()
+        self.committed = True
+        written.append(self.junit.commit(self.run_dir, summary["run_id"]))
+        if self.html is not None:
+            written.append(self.html.commit(self.run_dir, self.manifest, summary))
+        return written
+
+    def close(self) -> None:
+        """Release the spooled files (and the unfinished CSV files when not committed)."""
+        if not self.committed:
+            self.csvs.abort()
+        self.junit.close()
+        if self.html is not None:
+            self.html.close()
+
+
 def write_reports(run_dir: Path, summary: dict[str, Any], gates: Sequence[GateResult] = (), *, html: bool = True) -> list[Path]:
     """Write every report of ``run_dir`` from ``summary`` and the journal; the paths written."""
-    from evalbench.results.evalbench_csv import write_evalbench_csvs
-    from evalbench.results.junit import write_junit
-
-    written = []
-    path = run_dir / "summary.json"
-    write_atomic(path, json.dumps(summary, indent=2, default=_json_default) + "\n")
-    written.append(path)
-    path = run_dir / "summary_native.csv"
-    write_atomic(path, native_summary_csv(summary))
-    written.append(path)
-    path = run_dir / "summary.md"
-    write_atomic(path, render_summary_markdown(summary, gates))
-    written.append(path)
-    written += write_evalbench_csvs(run_dir)
-    written.append(write_junit(run_dir, read_journal(run_dir), run_id=summary["run_id"], primary=summary.get("primary_scorer")))
-    if html:
-        from evalbench.results.html_report import write_report
-
-        written.append(write_report(run_dir))
-    return written
+    reports = ReportSet(run_dir, read_manifest(run_dir), html=html)
+    try:
+        for record in read_journal(run_dir):
+            reports.add(record)
+        return reports.commit(summary, gates)
+    finally:
+        reports.close()
 
 
 def regenerate(run_dir: Path, *, html: bool = True) -> tuple[dict[str, Any], list[Path]]:
     """Every report of ``run_dir`` recomputed from its journal: (the summary, the paths written)."""
     summary = rebuild_summary(run_dir)
-    path = run_dir / SCORES_NATIVE
-    tmp = path.with_name(f".{SCORES_NATIVE}.tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as handle:
+
+    def write_scores(handle: TextIO) -> None:
         writer = csv.writer(handle)
         writer.writerow(SCORES_COLUMNS)
         for record in read_journal(run_dir):
             write_score_rows(writer, record, summary["run_id"])
-    os.replace(tmp, path)
+
+    path = write_atomic_with(run_dir / SCORES_NATIVE, write_scores)
     return summary, [path, *write_reports(run_dir, summary, html=html)]
 
 

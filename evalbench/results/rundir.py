@@ -12,7 +12,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TextIO
 
 from evalbench.conversation import Conversation
 from evalbench.results.record import conversation_record
@@ -31,6 +31,18 @@ def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
                              score["value"], score["passed"], score["applicable"], score["detail"], ";".join(score["flags"])])
 
 
+def write_atomic_with(path: Path, write: Callable[[TextIO], None]) -> Path:
+    """Stream a file through ``write`` into a temporary file renamed into place; its path."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8", newline="") as out:
+            write(out)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -43,7 +55,8 @@ def _json_default(value: Any) -> Any:
 
 class RunWriter:
     def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str],
-                 simulator: dict[str, Any] | None = None, resume: bool = False) -> None:
+                 simulator: dict[str, Any] | None = None, resume: bool = False,
+                 on_record: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
         self.preview_rows = preview_rows
@@ -53,6 +66,7 @@ class RunWriter:
         run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.summary = SummaryBuilder(metric_scorers)
+        self.on_record = on_record  # the reports built as records arrive (called under the lock)
         self._scores_file = (run_dir / SCORES_NATIVE).open("w", encoding="utf-8", newline="")
         self._scores = csv.writer(self._scores_file)
         self._scores.writerow(SCORES_COLUMNS)
@@ -66,6 +80,8 @@ class RunWriter:
     def _replay(self, record: dict[str, Any]) -> None:
         self._write_scores(record)
         self.summary.add(record)
+        if self.on_record is not None:
+            self.on_record(record)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_atomic(self.run_dir / "manifest.json", json.dumps(manifest, indent=2, default=_json_default) + "\n")
@@ -81,6 +97,8 @@ class RunWriter:
             self._write_scores(record)
             self._scores_file.flush()
             self.summary.add(record)
+            if self.on_record is not None:
+                self.on_record(record)
         return record
 
     def _write_scores(self, record: dict[str, Any]) -> None:
