@@ -67,6 +67,24 @@ def first_candidate(response: Any, *, raw: str = "") -> Any:
     return candidates[0]
 
 
+def response_text(response: Any, *, empty: str = "empty completion") -> str:
+    """The text of the first candidate (thoughts left out); :class:`CallFailed` when the prompt
+    was blocked, no candidate came back (the body is quoted) or the text is blank (``empty``)."""
+    from evalbench.agents.chat import BODY_KEPT, CallFailed, truncate
+
+    if not response.candidates:
+        raw = response.model_dump_json(exclude_none=True, by_alias=True, exclude={"sdk_http_response"})
+        first_candidate(response, raw=truncate(raw, BODY_KEPT) or "")
+    candidate = first_candidate(response)
+    parts = (candidate.content.parts if candidate.content is not None else None) or []
+    text = "".join(p.text for p in parts if p.text and not p.thought)
+    if not text.strip():
+        finish = candidate.finish_reason
+        reason = f" (finish reason: {getattr(finish, 'value', finish)})" if finish is not None else ""
+        raise CallFailed(f"{empty}{reason}", "empty")
+    return text.strip()
+
+
 def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:
     """``client.models.generate_content`` with every failure mapped to
     :class:`~evalbench.agents.chat.CallFailed` (retryable or not)."""

@@ -384,17 +384,9 @@ class LlmRater:
         """One generate_content call: the reply's text. Raises :class:`CallFailed`."""
         from google.genai import types
 
-        from evalbench.genai_client import first_candidate, generate
+        from evalbench.genai_client import generate, response_text
 
         contents = [types.Content(role="user", parts=[types.Part(text=prompt)])]
         response = generate(self.client, self.options.model, contents, self.generation[index],
                             endpoint=self.endpoint, timeout_s=self.options.timeout_s)
-        candidate = first_candidate(response)
-        content = candidate.content
-        parts = (content.parts if content is not None else None) or []
-        text = "".join(p.text for p in parts if p.text and not p.thought)
-        if not text.strip():
-            finish = candidate.finish_reason
-            reason = f" (finish reason: {getattr(finish, 'value', finish)})" if finish is not None else ""
-            raise CallFailed(f"empty reply{reason}", "empty")
-        return text.strip()
+        return response_text(response, empty="empty reply")

@@ -77,7 +77,7 @@ from typing import Any
 
 from google.genai import types
 
-from evalbench.agents.chat import BODY_KEPT, CallFailed, truncate
+from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
 from evalbench.config import LlmVUserConfig, redact_url
@@ -85,7 +85,7 @@ from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.errors import ConfigError
-from evalbench.genai_client import generate, make_genai_client
+from evalbench.genai_client import generate, make_genai_client, response_text
 from evalbench.sqlclauses import golden_clauses
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
@@ -431,22 +431,7 @@ class LlmVirtualUser:
         """One generate_content call: the completion's text. Raises :class:`CallFailed`."""
         response = generate(self.client, self.config.model, contents, self.generation,
                             endpoint=self.endpoint, timeout_s=self.config.timeout_s)
-        candidates = response.candidates or []
-        if not candidates:
-            feedback = response.prompt_feedback
-            block = feedback.block_reason if feedback is not None else None
-            if block is not None:
-                raise CallFailed(f"the prompt was blocked: {getattr(block, 'value', block)}", "blocked")
-            raw = response.model_dump_json(exclude_none=True, by_alias=True, exclude={"sdk_http_response"})
-            raise CallFailed(f"the response has no candidates: {truncate(raw, BODY_KEPT)}", "protocol")
-        content = candidates[0].content
-        parts = (content.parts if content is not None else None) or []
-        text = "".join(p.text for p in parts if p.text and not p.thought)
-        if not text.strip():
-            finish = candidates[0].finish_reason
-            reason = f" (finish reason: {getattr(finish, 'value', finish)})" if finish is not None else ""
-            raise CallFailed(f"empty completion{reason}", "empty")
-        return text.strip()
+        return response_text(response)
 
 
 def _action_feedback(reason: str) -> str:
