@@ -28,7 +28,7 @@ from evalbench.errors import ConfigError
 from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
 
 
-from evalbench.config_types import ExistingPath, ResolvedPath, StrictModel  # noqa: E402
+from evalbench.config_types import ExistingPath, GenaiClientOptions, ResolvedPath, StrictModel  # noqa: E402
 
 
 
@@ -56,7 +56,7 @@ class RulesVUserConfig(StrictModel):
     block_leaks: bool = Field(False, description="a reply that leaks the golden SQL is regenerated once, then recorded")
 
 
-class LlmVUserConfig(StrictModel):
+class LlmVUserConfig(GenaiClientOptions):
     """BIRD-Interact's two-stage virtual user with a Gemini model (EvalBench: vuser_model_config)."""
 
     vuser: Literal["llm"] = Field(description="llm (EvalBench: generator: gcp_vertex_gemini)")
@@ -68,11 +68,6 @@ class LlmVUserConfig(StrictModel):
     decode_prompt: ResolvedPath | None = Field(None, description="decode prompt file (default: prompts/vuser_decode.txt)")
     invalid_action_retries: int = Field(2, ge=0, description="new encode attempts after an invalid action, then vuser_error")
     block_leaks: bool = Field(False, description="a reply that leaks the golden SQL is regenerated once, then recorded")
-    api_key_env: str = Field("GEMINI_API_KEY", description="environment variable holding the API key")
-    vertexai: bool = Field(False, description="use Vertex AI (project and location, application default credentials)")
-    project: str | None = Field(None, alias="project_id", description="Vertex AI project (default: GOOGLE_CLOUD_PROJECT)")
-    location: str | None = Field(None, alias="region", description="Vertex AI location (default: GOOGLE_CLOUD_LOCATION)")
-    base_url: str | None = Field(None, description="override of the API endpoint (a proxy, or a local fake in tests)")
     timeout_s: float = Field(60.0, gt=0, description="time one model call may take")
     execs_per_minute: float | None = Field(None, gt=0, description="rate limit of model calls")
     max_concurrency: int | None = Field(None, ge=1, description="model calls in flight at once")

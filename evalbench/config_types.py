@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
 
 class StrictModel(BaseModel):
@@ -28,4 +28,15 @@ def _existing_path(value: Path, info: ValidationInfo) -> Path:
 
 
 ResolvedPath = Annotated[Path, AfterValidator(_resolve_path)]
+
+
+class GenaiClientOptions(StrictModel):
+    """Where a google-genai client connects (evalbench/genai_client.py): the gemini agent, the
+    llm virtual user and the llmrater judge share these settings."""
+
+    api_key_env: str = Field("GEMINI_API_KEY", description="environment variable holding the API key (Gemini Developer API)")
+    vertexai: bool = Field(False, description="use Vertex AI (project and location, application default credentials)")
+    project: str | None = Field(None, alias="project_id", description="Vertex AI project (default: GOOGLE_CLOUD_PROJECT)")
+    location: str | None = Field(None, alias="region", description="Vertex AI location (default: GOOGLE_CLOUD_LOCATION)")
+    base_url: str | None = Field(None, description="override of the API endpoint (a proxy, or a local fake in tests)")
 ExistingPath = Annotated[Path, AfterValidator(_existing_path)]

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, SecretStr, field_validator
 
-from evalbench.config_types import ResolvedPath, StrictModel
+from evalbench.config_types import GenaiClientOptions, ResolvedPath, StrictModel
 
 SessionMode = Literal["sticky", "per_turn"]
 _SESSION_HELP = "per_turn opens a new session every turn: only to show how an agent that forgets fails"
@@ -99,16 +99,11 @@ class ChatAgentOptions(StrictModel):
     session: SessionMode = Field("sticky", description=_SESSION_HELP)
 
 
-class GeminiAgentConfig(ChatAgentOptions):
+class GeminiAgentConfig(ChatAgentOptions, GenaiClientOptions):
     """A Gemini model through google-genai (EvalBench: generator: gcp_vertex_gemini)."""
 
     agent: Literal["gemini"] = Field(description="gemini")
     model: str = Field("gemini-2.5-flash", alias="vertex_model", description="the Gemini model")
-    api_key_env: str = Field("GEMINI_API_KEY", description="environment variable holding the API key (Gemini Developer API)")
-    vertexai: bool = Field(False, description="use Vertex AI (project and location, application default credentials)")
-    project: str | None = Field(None, alias="project_id", description="Vertex AI project (default: GOOGLE_CLOUD_PROJECT)")
-    location: str | None = Field(None, alias="region", description="Vertex AI location (default: GOOGLE_CLOUD_LOCATION)")
-    base_url: str | None = Field(None, description="override of the API endpoint (a proxy, or a local fake in tests)")
 
 
 class OpenAICompatAgentConfig(ChatAgentOptions):

@@ -31,7 +31,7 @@ from evalbench.conversation import Outcome
 from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS, JS
 from evalbench.results.rundir import JOURNAL, write_atomic_with
-from evalbench.results.summary import SummaryBuilder
+from evalbench.results.reports import rebuild_summary
 
 REPORT = "report.html"
 MAX_DETAILS = 20_000  # conversations whose full record is embedded
@@ -66,7 +66,7 @@ def _from_run_dir(run_dir: Path, max_details: int, max_detail_bytes: int) -> Ite
     summary = _read_json(run_dir / "summary.json")
     recomputed = summary is None
     if summary is None:
-        summary = _summary_from_journal(run_dir)
+        summary = rebuild_summary(run_dir)  # summary.json is written at the end: an interrupted run
     builder = ReportBuilder(max_details=max_details, max_detail_bytes=max_detail_bytes)
     try:
         for record in read_journal(run_dir):
@@ -156,22 +156,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
     value = json.loads(path.read_text(encoding="utf-8"))
     return value if isinstance(value, dict) else None
-
-
-def _summary_from_journal(run_dir: Path) -> dict[str, Any]:
-    """summary.json is written at the end of a run; an interrupted run is summarized here."""
-    judged: set[str] = set()
-    seen: set[str] = set()
-    for record in read_journal(run_dir):
-        for phase in record["phases"]:
-            for name, score in phase["scores"].items():
-                seen.add(name)
-                if score.get("passed") is not None:
-                    judged.add(name)
-    builder = SummaryBuilder(metric_scorers=seen - judged)
-    for record in read_journal(run_dir):
-        builder.add(record)
-    return builder.result(run_id=run_dir.name)
 
 
 def _load_diagnose() -> Diagnose | None:

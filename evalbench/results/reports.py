@@ -98,8 +98,9 @@ def regenerate(run_dir: Path, *, html: bool = True) -> tuple[dict[str, Any], lis
 
 
 def rebuild_summary(run_dir: Path) -> dict[str, Any]:
-    """The summary of ``run_dir`` recomputed from its journal (and the manifest's run facts)."""
-    manifest = read_manifest(run_dir)
+    """The summary of ``run_dir`` recomputed from its journal (and the manifest's run facts, when
+    there is a manifest)."""
+    manifest = read_manifest(run_dir) if (run_dir / "manifest.json").is_file() else {}
     metric_scorers = set(manifest.get("metric_scorers") or ())
     if "metric_scorers" not in manifest:  # older manifests: a metric has applicable scores without a verdict
         metric_scorers = _infer_metrics(run_dir)

@@ -57,7 +57,7 @@ from pydantic import Field, ValidationError, field_validator
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
-from evalbench.config_types import ResolvedPath, StrictModel
+from evalbench.config_types import GenaiClientOptions, ResolvedPath
 from evalbench.conversation import Conversation, Phase, PhaseRecord
 from evalbench.db.sandbox import ExecutionResult
 from evalbench.scoring import SCORERS, Score
@@ -95,18 +95,13 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 # --------------------------------------------------------------------------- options
 
 
-class LlmRaterOptions(StrictModel):
+class LlmRaterOptions(GenaiClientOptions):
     """Options of ``scorers: {llmrater: {...}}``; the client settings mirror the gemini agent's."""
 
     model: str = Field(alias="vertex_model", min_length=1, description="the Gemini model of the judge")
     votes: int = Field(1, ge=1, strict=True, description="judge calls per phase (odd): the majority decides")
     seed: int = Field(0, strict=True, description="sampling seed of the first vote; vote i uses seed + i")
     prompt_file: ResolvedPath | None = Field(None, description="judge prompt template (default: prompts/llmrater.txt)")
-    api_key_env: str = Field("GEMINI_API_KEY", description="environment variable holding the API key (Gemini Developer API)")
-    vertexai: bool = Field(False, description="use Vertex AI (project and location, application default credentials)")
-    project: str | None = Field(None, alias="project_id", description="Vertex AI project (default: GOOGLE_CLOUD_PROJECT)")
-    location: str | None = Field(None, alias="region", description="Vertex AI location (default: GOOGLE_CLOUD_LOCATION)")
-    base_url: str | None = Field(None, description="override of the API endpoint (a proxy, or a local fake in tests)")
     timeout_s: float = Field(60.0, gt=0, description="time one judge call may take")
     max_retries: int = Field(4, ge=0, strict=True,
                              description="retries of a call that failed with 429, 5xx, a connection error or a timeout")
