@@ -2,7 +2,8 @@
 commands so that ``evalbench --help`` stays instant.
 
 Exit codes (docs/ci.md): 0 pass; 1 a gate failed (``--fail-under``, ``--max-regression``; for
-``validate``: an invalid item); 2 invalid config or dataset; 3 infrastructure errors above
+``validate``: an invalid item); 2 invalid config or dataset (with ``run --strict``: also an
+item whose golden SQL fails — never exit 3, which is for infrastructure); 3 infrastructure errors above
 ``--max-infra-errors`` (a database that could not be set up — its items are still journaled, as
 db_error — a failing virtual user, or a journal that could not be written); 130 cancelled (Ctrl-C).
 """
@@ -59,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--config", required=True, help="run config (YAML)")
-    run.add_argument("--strict", action="store_true", help="fail when any dataset record is invalid (default: report and skip it)")
+    run.add_argument("--strict", action="store_true",
+                     help="exit 2 when a dataset record is malformed or an item is invalid (its golden SQL fails); "
+                          "by default such records are reported and skipped, such items listed and kept out of every rate")
     run.add_argument("--run-id", help="name of the run directory (default: time stamp and config name)")
     run.add_argument("--output-dir", help="where run directories go (overrides reporting.csv.output_directory)")
     run.add_argument(
@@ -234,6 +237,11 @@ def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, th
     if cancelled:
         print(f"cancelled: resume with --resume {run_dir}", file=sys.stderr)
         return EXIT_CANCELLED
+    invalid = (summary.get("invalid_items") or {}).get("count", 0)
+    if invalid and getattr(args, "strict", False):
+        print(f"error: {invalid} invalid item(s) (--strict): their golden SQL cannot judge an answer "
+              "(see summary.json: invalid_items, or evalbench validate)", file=sys.stderr)
+        return EXIT_CONFIG
     infra = summary.get("infra_errors", 0)
     if infra > args.max_infra_errors:
         print(f"error: {infra} conversation(s) ended in an infrastructure error (db_error, vuser_error); "

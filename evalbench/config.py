@@ -209,6 +209,13 @@ class RunConfig(StrictModel):
         default_factory=lambda: {"exec_match": {}, "executable": {}, "turn_count": {}},
         description="scorer name -> options (see docs/scoring.md)",
     )
+    primary: dict[str, str | list[str]] | None = Field(
+        None, description="category (Query, Management, or e.g. Query/follow_up) -> the scorer, or list of scorers "
+        "(the first that applies), deciding success; default Query: exec_match, Management: [test_cases, state_match]",
+    )
+    accept_nl_answers: bool = Field(
+        False, description="a question answered in words (no SQL) is judged by answer_match and counts towards success"
+    )
     reporting: ReportingConfig = Field(ReportingConfig(), description="where run directories go")
     runners: RunnersConfig = Field(RunnersConfig(), description="threads per stage")
     execution: ExecutionConfig = Field(ExecutionConfig(), description="limits on every SQL execution")
@@ -237,6 +244,18 @@ class RunConfig(StrictModel):
         base = (info.context or {}).get("base_dir")
         if base is not None:
             value = {name: _resolve_files(options, Path(base)) for name, options in value.items()}
+        return value
+
+    @field_validator("primary")
+    @classmethod
+    def _known_primary(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        from evalbench.scoring import SCORERS
+        from evalbench.scoring.primary import parse_primary
+
+        for key, names in parse_primary(value).items():
+            for name in names:
+                if name not in SCORERS:
+                    raise ValueError(f"primary.{key}: unknown scorer {name!r} (known: {', '.join(SCORERS.names())})")
         return value
 
     @field_validator("database_configs")

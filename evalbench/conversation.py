@@ -4,9 +4,12 @@ The transitions are pure: they read what a stage produced and decide the next st
 only the conversation record. All I/O (agent calls, the virtual user, SQL) happens in the
 stage work (:mod:`evalbench.stages`), so the machine can be tested without any of it.
 
-    PROMPT -> GENERATE -+- clarification -> VUSER -> PROMPT        (clarification budget)
-                        +- sql / answer  -> EXECUTE -> SCORE -+-> PROMPT (follow-up phase)
-                        +- error         -> SCORE             +-> COMPLETE
+    EXECUTE (golden) -+- usable -> PROMPT -> GENERATE -+- clarification -> VUSER -> PROMPT   (clarification budget)
+                      |                                +- sql / answer  -> EXECUTE -> SCORE -+-> EXECUTE (follow-up golden)
+                      +- invalid_item / db_error -> SCORE               +- error -> SCORE    +-> COMPLETE
+
+Each phase runs its golden SQL first: a golden statement that fails (a dataset bug) ends the
+conversation as ``invalid_item`` before the agent is called.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Outcome(str, Enum):
     DB_ERROR = "db_error"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    INVALID_ITEM = "invalid_item"  # the item's golden SQL cannot judge an answer: a dataset bug, not the agent's
 
 
 class Phase(str, Enum):
@@ -136,39 +140,44 @@ class PhaseRecord:
     conditions_explicit: bool
     is_query: bool
     clarification_budget: int
+    preprocess: list[str] = field(default_factory=list)  # run before every golden and agent execution
+    preprocess_errors: str = "fail"  # "stop": a failing preprocess text ends preprocessing (BIRD-Interact)
+    golden_is_script: bool = False  # BIRD-Interact: golden_sql is one script; EvalBench: alternatives
     clarifications: int = 0
     sql: str | None = None
-    generated: ExecutionResult | None = None
+    answer: str | None = None  # the agent's natural-language text in its final reply
+    generated: ExecutionResult | None = None  # the agent's SQL as written
+    compared: ExecutionResult | None = None  # bird_interact: the agent's SQL after BIRD-Interact's cleaning
+    compared_sql: str | None = None
     golden: list[ExecutionResult] = field(default_factory=list)
+    golden_run_sql: list[list[str]] = field(default_factory=list)  # the SQL run for each golden result
+    golden_ready: bool = False
     outcome: Outcome | None = None
     error: str | None = None
     scores: dict[str, Score] = field(default_factory=dict)
+    primary: str | None = None  # the scorer whose verdict is the phase's (set by the score stage)
     debug_used: int = 0  # debugging attempts taken (BIRD-Interact: one more try after a wrong answer)
     attempts: list[dict[str, Any]] = field(default_factory=list)  # the wrong answers before the last
     pending_message: str | None = None  # what the user says next, before anything else
     conninfo: str | None = None  # the sandbox's connection, for scorers that run SQL themselves
+    sandbox: Any = None  # the sandbox itself (state_match), never journaled
+
+    @property
+    def verdict(self) -> Score | None:
+        """The primary scorer's score, when one applies."""
+        return self.scores.get(self.primary) if self.primary is not None else None
 
     @property
     def failed_answer(self) -> bool:
-        """The phase was answered and its primary pass/fail verdict is a failure."""
-        for score in self.scores.values():
-            if score.passed is not None:
-                return not score.passed
-        return False
+        """The phase was answered and its primary verdict is a failure."""
+        verdict = self.verdict
+        return verdict is not None and verdict.passed is False
 
     @property
     def passed(self) -> bool:
-        """Whether the phase succeeded on its primary (first pass/fail) scorer."""
-        for score in self.scores.values():
-            if score.passed is not None:
-                return score.passed
-        return False
-
-    @property
-    def primary(self) -> str | None:
-        """The scorer that gives the phase its verdict: the first applicable pass/fail scorer
-        (``exec_match`` for a query, ``test_cases`` for a management task, as configured)."""
-        return next((name for name, score in self.scores.items() if score.passed is not None), None)
+        """Whether the phase succeeded on its primary scorer."""
+        verdict = self.verdict
+        return bool(verdict is not None and verdict.passed)
 
 
 @dataclass
@@ -209,23 +218,56 @@ def conversation_seed(run_seed: int, item_id: str, salt: str = "") -> int:
 # --------------------------------------------------------------------------- transitions
 
 
-def start(conv: Conversation) -> Stage:
-    """Open the main phase with its clarification budget (annotated ambiguities + patience)."""
-    item = conv.item
+def main_phase(item: Item, patience: int) -> PhaseRecord:
+    """The main phase of ``item``, with its clarification budget (annotated ambiguities + patience)."""
     asked_about = sum(1 for a in item.ambiguities if a.kind != "non_critical")
-    conv.phases.append(
-        PhaseRecord(
-            phase=Phase.MAIN,
-            question=item.opening_question,
-            golden_sql=item.golden_sql,
-            conditions=item.conditions,
-            conditions_explicit=item.conditions_explicit,
-            is_query=item.is_query,
-            clarification_budget=asked_about + conv.patience,
-        )
+    return PhaseRecord(
+        phase=Phase.MAIN,
+        question=item.opening_question,
+        golden_sql=item.golden_sql,
+        conditions=item.conditions,
+        conditions_explicit=item.conditions_explicit,
+        is_query=item.is_query,
+        clarification_budget=asked_about + patience,
+        preprocess=list(item.preprocess_sql),
+        golden_is_script=item.golden_is_script,
     )
-    conv.stage = Stage.PROMPT
+
+
+def follow_up_phase(item: Item, patience: int) -> PhaseRecord | None:
+    """The follow-up phase of ``item`` (None when it has none)."""
+    follow_up = item.follow_up
+    if follow_up is None:
+        return None
+    return PhaseRecord(
+        phase=Phase.FOLLOW_UP,
+        question=follow_up.question,
+        golden_sql=follow_up.golden_sql,
+        conditions=follow_up.conditions,
+        conditions_explicit=True,
+        is_query=follow_up.category == "Query",
+        clarification_budget=patience,
+        preprocess=follow_up_preprocess(item),
+        golden_is_script=item.golden_is_script,
+    )
+
+
+def start(conv: Conversation) -> Stage:
+    """Open the main phase; its golden SQL runs first."""
+    conv.phases.append(main_phase(conv.item, conv.patience))
+    conv.stage = Stage.EXECUTE
     return conv.stage
+
+
+def follow_up_preprocess(item: Item) -> list[str]:
+    """What runs before the follow-up's SQL: the item's ``preprocess_sql``, then — for a
+    BIRD-Interact management task — its golden SQL, then its ``clean_up_sqls``, as
+    BIRD-Interact's ``batch_eval`` prepares a follow-up (``_fu``) evaluation: the follow-up
+    builds on the state the main task leaves."""
+    if not item.golden_is_script:
+        return list(item.preprocess_sql)
+    main_task = [] if item.is_query else list(item.golden_sql)  # a query changes nothing to replay
+    return [*item.preprocess_sql, *main_task, *item.clean_up_sqls]
 
 
 DEBUG_MESSAGE = "That is not the result I expected. Please check your SQL and try again."
@@ -262,7 +304,18 @@ def after_generate(conv: Conversation, reply: AgentReply) -> Stage:
             return _end_phase(conv, Outcome.MAX_TURNS, f"max_turns ({conv.max_turns}) reached")
         return _goto(conv, Stage.VUSER)
     phase.sql = reply.sql if reply.kind is ReplyKind.SQL else None
+    phase.answer = reply.text.strip() or None if reply.kind in (ReplyKind.SQL, ReplyKind.ANSWER) else None
     return _goto(conv, Stage.EXECUTE)
+
+
+def after_golden(conv: Conversation, problem: tuple[Outcome, str] | None) -> Stage:
+    """The phase's golden SQL has run: ask the agent, or end the phase when the golden results
+    cannot judge an answer (``invalid_item``: the dataset's fault; ``db_error``: the database's)."""
+    phase = conv.phase
+    phase.golden_ready = True
+    if problem is not None:
+        return _end_phase(conv, problem[0], problem[1])
+    return _goto(conv, Stage.PROMPT)
 
 
 def after_vuser(conv: Conversation, reply: VUserReply) -> Stage:
@@ -273,11 +326,8 @@ def after_vuser(conv: Conversation, reply: VUserReply) -> Stage:
 
 
 def after_execute(conv: Conversation) -> Stage:
-    """Golden failures and lost connections are the harness's problem, not the agent's."""
+    """A lost connection is the harness's problem, not the agent's."""
     phase = conv.phase
-    for golden in phase.golden:
-        if golden.error is not None:
-            return _end_phase(conv, Outcome.DB_ERROR, f"golden SQL failed ({golden.error_kind}): {golden.error}")
     generated = phase.generated
     if generated is not None and generated.error_kind in ("connection", "preprocess"):
         return _end_phase(conv, Outcome.DB_ERROR, generated.error)
@@ -288,33 +338,27 @@ def after_score(conv: Conversation) -> Stage:
     phase = conv.phase
     if phase.outcome is None and phase.failed_answer and phase.debug_used < conv.debug_attempts:
         # BIRD-Interact's debugging: the user says the answer is wrong; one more try, same phase
-        phase.attempts.append({"sql": phase.sql, "scores": {n: s.passed for n, s in phase.scores.items()}})
+        phase.attempts.append({"sql": phase.sql, "answer": phase.answer,
+                               "scores": {n: s.passed for n, s in phase.scores.items()}})
         phase.debug_used += 1
-        phase.sql, phase.generated, phase.scores = None, None, {}
+        phase.sql, phase.answer, phase.generated, phase.scores, phase.primary = None, None, None, {}, None
+        phase.compared, phase.compared_sql = None, None
         phase.pending_message = DEBUG_MESSAGE
         if len(conv.turns) >= conv.max_turns:
             return _end_phase(conv, Outcome.MAX_TURNS, f"max_turns ({conv.max_turns}) reached before debugging")
         return _goto(conv, Stage.PROMPT)
     if phase.outcome is None:
         phase.outcome = Outcome.SCORED
-    follow_up = conv.item.follow_up
+    follow_up = follow_up_phase(conv.item, conv.patience)
     if phase.phase is Phase.MAIN and phase.outcome is Outcome.SCORED and phase.passed and follow_up is not None:
-        conv.phases.append(
-            PhaseRecord(
-                phase=Phase.FOLLOW_UP,
-                question=follow_up.question,
-                golden_sql=follow_up.golden_sql,
-                conditions=follow_up.conditions,
-                conditions_explicit=True,
-                is_query=follow_up.category == "Query",
-                clarification_budget=conv.patience,
-            )
-        )
+        conv.phases.append(follow_up)
         if len(conv.turns) >= conv.max_turns:
             return _end_phase(conv, Outcome.MAX_TURNS, f"max_turns ({conv.max_turns}) reached before the follow-up")
-        return _goto(conv, Stage.PROMPT)
-    # The conversation's outcome is the first phase outcome that is not SCORED.
-    outcome = next((p.outcome for p in conv.phases if p.outcome is not Outcome.SCORED), Outcome.SCORED)
+        return _goto(conv, Stage.EXECUTE)
+    # The conversation's outcome is the first phase outcome that is not SCORED (a follow-up whose
+    # golden SQL is broken is invalid alone: the main phase's verdict stands).
+    outcome = next((p.outcome for p in conv.phases if p.outcome is not Outcome.SCORED
+                    and not (p.phase is Phase.FOLLOW_UP and p.outcome is Outcome.INVALID_ITEM)), Outcome.SCORED)
     error = next((p.error for p in conv.phases if p.error), None)
     return _finish(conv, outcome or Outcome.SCORED, error)
 

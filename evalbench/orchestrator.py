@@ -34,7 +34,7 @@ from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
 from evalbench.resume import check_resumable, read_manifest
 from evalbench.scheduler import Scheduler
-from evalbench.scoring import build_scorers
+from evalbench.scoring.plan import plan_scoring
 from evalbench.stages import Parts, StageWork, new_conversation
 from evalbench.vuser import build_vuser
 
@@ -81,9 +81,10 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     knowledge = load_knowledge(config.knowledge_path)
     schemas = SchemaCatalog()
     try:
+        plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format)
         agent = build_agent(config.agent, AgentContext(seed=config.seed, schema=schemas, knowledge=knowledge))
         vuser = build_vuser(config.vuser, config.seed, knowledge)
-        scorers = build_scorers(config.scorers)
+        scorers = plan.build()
     except (KeyError, ValueError) as exc:
         raise ConfigError(str(exc), file=str(config.source) if config.source else None) from None
     except ConfigError as exc:
@@ -108,7 +109,9 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
                  if k in ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")}
     metric_scorers = {s.name for s in scorers if s.is_metric}
     manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info, dataset_sha256,
-                         sorted(metric_scorers, key=list(config.scorers).index))
+                         sorted(metric_scorers, key=list(plan.scorers).index))
+    manifest["scorers"] = list(plan.scorers)
+    manifest["scoring"] = plan.describe()  # semantics and primary verdicts: compare refuses runs where they differ
     # what each scorer needs to be reproduced (e.g. the llmrater's model and prompt hash)
     manifest["scorer_details"] = {s.name: s.describe() for s in scorers if hasattr(s, "describe")}
     session: dict[str, Any] = {"started_at": started_at, "command": manifest["command"]}
@@ -129,6 +132,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
                     state.dropped_cancelled, state.dropped_partial)
     session["resumed_with"] = len(done)
     writer.write_manifest(manifest)
+    print(f"evalbench: run {run_id}: {scan.total} items; {plan.header(scan.format)}", file=out, flush=True)
 
     bars = _progress_bars(scan.groups, progress, _done_per_group(dataset, scan.groups, done) if done else {})
     bars_lock = threading.Lock()
@@ -163,7 +167,8 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         except EvalbenchError as exc:
             log.error("%s: %s", key, exc)
             reports[key] = {"error": str(exc)}
-            _record_unrunnable(config, dataset, group, str(exc), StageWork(Parts(agent, vuser, None, scorers)), on_complete,  # type: ignore[arg-type]
+            _record_unrunnable(config, dataset, group, str(exc),
+                               StageWork(Parts(agent, vuser, None, scorers, plan.rules, plan.primary)), on_complete,  # type: ignore[arg-type]
                                done)
             return
         reports[key] = {"action": report.action, "checksum": report.checksum, "sandbox_user": report.sandbox_user,
@@ -173,7 +178,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         sandbox, conninfo = open_sandbox(config, dialect, database, report)
         sandboxes.append(sandbox)
         schemas.register(dialect, database, conninfo)
-        work = StageWork(Parts(agent, vuser, sandbox, scorers))
+        work = StageWork(Parts(agent, vuser, sandbox, scorers, plan.rules, plan.primary))
         for item in dataset.items(group):
             if item.id in done:
                 continue
@@ -227,6 +232,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         "databases": (previous or {}).get("databases", {}) | reports,
         "cancelled": cancelled,
         "sessions": len(manifest["sessions"]),
+        "scoring": manifest.get("scoring") or plan.describe(),
     }
     summary = writer.finish(**extra)
     writer.close()

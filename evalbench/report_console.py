@@ -30,6 +30,8 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
                      str(entry.get("not_judged", 0))))
     for name, phases in summary["scorers"].items():
         for phase, tally in phases.items():
+            if not tally["applicable"] and not any(t["applicable"] for t in phases.values()):
+                continue  # a scorer that applies to nothing in this run (e.g. state_match on questions only)
             if "rate" in tally:
                 rows.append((name, phase, _pct(tally["rate"]), _ci(tally.get("ci")), f"{tally['passed']}/{tally['applicable']}",
                              str(tally["not_applicable"])))
@@ -44,6 +46,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
             print("  " + "  ".join("-" * w for w in widths), file=out)
     outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items() if v)
     print(f"  outcomes: {outcomes}", file=out)
+    _print_verdict_notes(summary, out)
     taxonomy = summary.get("taxonomy") or {}
     if taxonomy:
         print(f"  failures: {', '.join(f'{k} {v}' for k, v in taxonomy.items())} (evalbench explain {run_dir} <item_id>)", file=out)
@@ -60,3 +63,27 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
         elif info.get("warning"):
             print(f"  database {key}: {info['warning']}", file=out)
     print(f"  results: {run_dir}/ (open report.html; summary.md for a CI job summary)", file=out)
+
+
+def _print_verdict_notes(summary: dict[str, Any], out: TextIO) -> None:
+    """Invalid items (in no rate) and empty golden results (failed by the semantics)."""
+    invalid = summary.get("invalid_items") or {}
+    if invalid.get("count"):
+        listed = invalid.get("items") or []
+        shown = "; ".join(f"{i['item_id']}{'' if i.get('phase') == 'main' else ' (' + i['phase'] + ')'}: {_clip(i['reason'])}"
+                          for i in listed[:5])
+        more = f"; ... {invalid['count'] - 5} more in summary.json" if invalid["count"] > 5 else ""
+        print(f"  invalid items: {invalid['count']}, in no rate (their golden SQL cannot judge an answer): {shown}{more}", file=out)
+    scoring = summary.get("scoring") or {}
+    empty = summary.get("empty_gold_judged") or 0
+    if empty:
+        policy = "BIRD-Interact fails every answer" if scoring.get("semantics") == "bird_interact" \
+            else f"empty_gold: {scoring.get('empty_gold', 'fail')}"
+        print(f"  empty golden results: {empty} phase(s) judged ({policy})", file=out)
+    if scoring.get("semantics"):
+        print(f"  semantics: {scoring['semantics']}", file=out)
+
+
+def _clip(text: str, limit: int = 90) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

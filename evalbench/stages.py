@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evalbench.agents import Agent
 from evalbench.conversation import (
@@ -22,6 +22,7 @@ from evalbench.conversation import (
     VUserReply,
     after_execute,
     after_generate,
+    after_golden,
     after_prompt,
     after_score,
     after_vuser,
@@ -32,6 +33,8 @@ from evalbench.conversation import (
 from evalbench.dataset import Item
 from evalbench.db.sandbox import Sandbox
 from evalbench.scoring import Score, Scorer
+from evalbench.scoring.primary import PrimaryPolicy
+from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem
 from evalbench.vuser import VirtualUser
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,8 @@ class Parts:
     vuser: VirtualUser
     sandbox: Sandbox
     scorers: list[Scorer]
+    rules: ResultRules = field(default_factory=ResultRules)
+    primary: PrimaryPolicy = field(default_factory=PrimaryPolicy)
 
 
 def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, timeout_s: float,
@@ -77,6 +82,8 @@ class StageWork:
             if stage is Stage.VUSER:
                 return after_vuser(conv, self._vuser(conv))
             if stage is Stage.EXECUTE:
+                if not conv.phase.golden_ready:
+                    return after_golden(conv, self._execute_golden(conv))
                 self._execute(conv)
                 return after_execute(conv)
             if stage is Stage.SCORE:
@@ -116,34 +123,48 @@ class StageWork:
         except Exception as exc:
             return VUserReply(action=None, text="", error=f"{type(exc).__name__}: {exc}")
 
-    def _execute(self, conv: Conversation) -> None:
+    def _execute_golden(self, conv: Conversation) -> tuple[Outcome, str] | None:
+        """Run the phase's golden SQL once (debugging attempts reuse it); why it cannot judge an
+        answer, if it cannot."""
         phase = conv.phase
-        item = conv.item
-        mode = "read" if phase.is_query else "write"
-        sandbox = self.parts.sandbox
-        if phase.sql:
-            phase.generated = sandbox.execute(phase.sql, mode=mode, preprocess=item.preprocess_sql)
-        if not phase.golden:  # a debugging attempt reuses the phase's golden results
-            phase.golden = [sandbox.execute(sql, mode=mode, preprocess=item.preprocess_sql) for sql in phase.golden_sql]
+        execute_golden(self.parts.sandbox, phase, self.parts.rules)
+        problem = golden_problem(phase, self.parts.rules)
+        return None if problem is None else (Outcome(problem[0]), problem[1])
+
+    def _execute(self, conv: Conversation) -> None:
+        execute_generated(self.parts.sandbox, conv.phase, self.parts.rules)
 
     def _score(self, conv: Conversation) -> None:
         phase = conv.phase
+        if phase.outcome is Outcome.INVALID_ITEM:
+            return  # nothing to judge: the item is reported apart, in no agent denominator
         sandbox = self.parts.sandbox
-        test_cases = conv.item.test_cases if phase.phase.value == "main" else getattr(conv.item.follow_up, "test_cases", [])
         if sandbox is not None:
-            phase.conninfo = sandbox.conninfo
-        # Test cases write (and restore sequences) from another process: not beside other writers.
-        with sandbox.write_lock if sandbox is not None and test_cases else nullcontext():
+            phase.conninfo, phase.sandbox = sandbox.conninfo, sandbox
+        # Test cases and state comparisons write (and restore sequences): not beside other writers.
+        writes = not phase.is_query and phase.outcome is None
+        with sandbox.write_lock if sandbox is not None and writes else nullcontext():
             self._run_scorers(conv)
 
     def _run_scorers(self, conv: Conversation) -> None:
+        """Pass/fail scorers first, then the primary verdict is chosen, then the metrics (the
+        reward reads the verdict)."""
         phase = conv.phase
-        for scorer in self.parts.scorers:
+        scorers = self.parts.scorers
+        for scorer in [s for s in scorers if not s.is_metric] + [s for s in scorers if s.is_metric]:
+            if scorer.is_metric and phase.primary is None:
+                phase.primary = self.parts.primary.choose(phase)
             try:
                 phase.scores[scorer.name] = scorer.score(conv, phase)
             except Exception as exc:
                 log.warning("item %s: scorer %s failed", conv.item.id, scorer.name, exc_info=True)
                 phase.scores[scorer.name] = Score(0.0, False if not scorer.is_metric else None, detail=f"scorer error: {exc}")
+        if phase.primary is None:
+            phase.primary = self.parts.primary.choose(phase)
+        phase.sandbox = None
+        # the journal keeps the configured order, whatever order the scorers ran in
+        order = {scorer.name: index for index, scorer in enumerate(scorers)}
+        phase.scores = dict(sorted(phase.scores.items(), key=lambda kv: order.get(kv[0], len(order))))
 
     def close_session(self, conv: Conversation) -> None:
         session, conv.session = conv.session, None

@@ -21,9 +21,13 @@ from decimal import Decimal
 from typing import Any
 
 from evalbench.config import RunConfig
+from evalbench.conversation import PhaseRecord, follow_up_phase, main_phase
 from evalbench.dataset import Dataset, Item, RecordError
 from evalbench.db.sandbox import ExecutionResult, Sandbox
 from evalbench.scoring.execution import golden_is_ordered
+from evalbench.scoring.plan import plan_scoring
+from evalbench.scoring.semantics import ResultRules, execute_golden, golden_problem
+from evalbench.scoring.test_cases import test_cases_of
 from evalbench.scoring.test_case_runner import run_test_case
 
 # A write statement that changes nothing the test cases look at: the "wrong answer" every test
@@ -57,6 +61,7 @@ class ValidationReport:
     reports: list[ItemReport] = field(default_factory=list)
     record_errors: list[RecordError] = field(default_factory=list)
     database_errors: dict[str, str] = field(default_factory=dict)
+    semantics: str = "evalbench"
 
     def invalid_ids(self) -> list[str]:
         return [r.item_id for r in self.reports if r.invalid]
@@ -64,12 +69,13 @@ class ValidationReport:
     def empty_golden(self) -> dict[str, int]:
         """Items whose golden result is empty, per phase."""
         return {phase: sum(1 for r in self.reports if any(f.message.startswith(f"{phase} golden SQL") and
-                                                             f.message.endswith(": empty result") for f in r.findings))
+                                                             ": empty result" in f.message for f in r.findings))
                 for phase in ("main", "follow_up")}
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "items": self.items,
+            "semantics": self.semantics,
             "invalid_items": self.invalid_ids(),
             "empty_golden": self.empty_golden(),
             "record_errors": [str(e) for e in self.record_errors],
@@ -92,54 +98,79 @@ def _has_fraction(result: ExecutionResult) -> bool:
 def check_test_cases(item: Item, report: ItemReport, conninfo: str, *, timeout_s: float, statement_timeout_s: float) -> None:
     """A phase's test cases must all pass for the golden SQL, and one at least must fail for a
     statement that changes nothing (a case may rightly check only that nothing else changed)."""
-    phases = [("main", item.test_cases, item.golden_sql)]
-    if item.follow_up is not None:
-        phases.append(("follow_up", item.follow_up.test_cases, item.follow_up.golden_sql))
-    options = dict(db_name=item.database, preprocess_sql=item.preprocess_sql, clean_up_sqls=item.clean_up_sqls,
-                   timeout_s=timeout_s, statement_timeout_s=statement_timeout_s)
-    for phase, cases, golden in phases:
-        failed = False
+    for phase in filter(None, (main_phase(item, 0), follow_up_phase(item, 0))):
+        cases, preprocess, clean_up = test_cases_of(item, phase)
+        options = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up,
+                       timeout_s=timeout_s, statement_timeout_s=statement_timeout_s)
+        name, golden, failed = phase.phase.value, phase.golden_sql, False
         for index, case in enumerate(cases, 1):
             verdict = run_test_case(conninfo, case, golden, golden, **options)
             if not verdict.passed:
                 failed = True
-                report.add("error", f"{phase} test case {index}/{len(cases)} fails for the golden SQL ({verdict.kind}): "
+                report.add("error", f"{name} test case {index}/{len(cases)} fails for the golden SQL ({verdict.kind}): "
                                     f"{verdict.message}")
         if cases and not failed and all(run_test_case(conninfo, case, [NO_OP_SQL], golden, **options).passed for case in cases):
-            report.add("error", f"{phase} test cases all pass for a statement that changes nothing: they cannot tell a "
+            report.add("error", f"{name} test cases all pass for a statement that changes nothing: they cannot tell a "
                                 "right answer from no answer")
 
 
-def check_item(item: Item, sandbox: Sandbox | None) -> ItemReport:
+def check_item(item: Item, sandbox: Sandbox | None, rules: ResultRules | None = None) -> ItemReport:
+    """The findings of one item: its golden SQL run exactly as a run would run it (the same
+    semantics: BIRD-Interact's cleaning, scripts or alternatives, the follow-up's preprocessing)."""
+    rules = rules or ResultRules()
     report = ItemReport(item.id, item.source)
     golden_text = _normal(" ".join(item.golden_sql))
     for ambiguity in item.ambiguities:
         snippet = ambiguity.sql_snippet
         if snippet and _normal(re.sub(r"\s*;\s*$", "", snippet)) not in golden_text:
             report.add("warning", f"sql_snippet of {ambiguity.term!r} is not in the golden SQL")
-    phases = [("main", item.golden_sql, item.conditions, item.conditions_explicit, item.is_query)]
-    if item.follow_up is not None:
-        fu = item.follow_up
-        phases.append(("follow_up", fu.golden_sql, fu.conditions, True, fu.category == "Query"))
-    for phase, sqls, conditions, explicit, is_query in phases:
-        for index, sql in enumerate(sqls):
-            where = f"{phase} golden SQL" + (f" #{index + 1}" if len(sqls) > 1 else "")
-            if is_query and explicit and conditions.order and not golden_is_ordered(sql):
-                report.add("error", f"{where}: conditions.order is true but the query has no ORDER BY")
-            if sandbox is None:
-                continue
-            result = sandbox.execute(sql, mode="read" if is_query else "write", preprocess=item.preprocess_sql)
-            if result.error_kind == "timeout":
-                report.add("error", f"{where} timed out: {result.error}")
-            elif result.error is not None:
-                report.add("error", f"{where} failed ({result.error_kind}): {result.error}")
-            elif result.truncated:
-                report.add("error", f"{where}: result truncated at the row cap ({result.row_count} rows)")
-            elif is_query and not result.rows:
-                report.add("warning", f"{where}: empty result")
-            elif is_query and conditions.decimal >= 0 and not _has_fraction(result):
-                report.add("warning", f"{where}: conditions.decimal is {conditions.decimal} but no value has a fraction")
+    for phase in filter(None, (main_phase(item, 0), follow_up_phase(item, 0))):
+        _check_order(phase, rules, report)
+        if sandbox is not None:
+            execute_golden(sandbox, phase, rules)
+            _check_results(phase, rules, report)
     return report
+
+
+def _where(phase: PhaseRecord, index: int) -> str:
+    runs = phase.golden_run_sql
+    return f"{phase.phase.value} golden SQL" + (f" #{index + 1}" if len(runs) > 1 else "")
+
+
+def _check_order(phase: PhaseRecord, rules: ResultRules, report: ItemReport) -> None:
+    """``order: true`` needs an ORDER BY: BIRD-Interact then compares rows in whatever order the
+    plan gives (an error); ours compares such a result unordered (a warning)."""
+    if not (phase.is_query and phase.conditions_explicit and phase.conditions.order):
+        return
+    runs = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
+    for index, run in enumerate(runs):
+        if run and not golden_is_ordered(run[-1]):
+            where = f"{phase.phase.value} golden SQL" + (f" #{index + 1}" if len(runs) > 1 else "")
+            if rules.bird:
+                report.add("error", f"{where}: conditions.order is true but the query has no ORDER BY "
+                                    "(BIRD-Interact compares the rows in whatever order the plan gives)")
+            else:
+                report.add("warning", f"{where}: conditions.order is true but the query has no ORDER BY "
+                                      "(its rows are compared unordered)")
+
+
+def _check_results(phase: PhaseRecord, rules: ResultRules, report: ItemReport) -> None:
+    problem = golden_problem(phase, rules)
+    if problem is not None and len(phase.golden) <= 1:
+        report.add("error", f"{phase.phase.value}: {problem[1]} (the item is {problem[0]})")
+        return
+    for index, result in enumerate(phase.golden):
+        where = _where(phase, index)
+        if result.error is not None:
+            report.add("error", f"{where} {'timed out' if result.error_kind == 'timeout' else 'failed'} "
+                                f"({result.error_kind}): {result.error}")
+        elif result.truncated and not rules.bird:
+            report.add("error", f"{where}: result truncated at the row cap ({result.row_count} rows)")
+        elif phase.is_query and not result.rows:
+            report.add("warning", f"{where}: empty result (every answer fails: "
+                                  f"{'BIRD-Interact' if rules.bird else f'empty_gold: {rules.empty_gold}'})")
+        elif phase.is_query and not rules.bird and phase.conditions.decimal >= 0 and not _has_fraction(result):
+            report.add("warning", f"{where}: conditions.decimal is {phase.conditions.decimal} but no value has a fraction")
 
 
 def validate(config: RunConfig, *, test_cases: bool = True) -> ValidationReport:
@@ -150,7 +181,8 @@ def validate(config: RunConfig, *, test_cases: bool = True) -> ValidationReport:
 
     dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
     scan = dataset.scan()
-    report = ValidationReport(items=scan.total, record_errors=list(scan.errors))
+    rules = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format).rules
+    report = ValidationReport(items=scan.total, record_errors=list(scan.errors), semantics=rules.semantics)
     for dialect, database in sorted(scan.groups):
         sandbox = conninfo = None
         try:
@@ -159,7 +191,7 @@ def validate(config: RunConfig, *, test_cases: bool = True) -> ValidationReport:
             report.database_errors[f"{dialect}/{database}"] = str(exc)
         try:
             for item in dataset.items((dialect, database)):
-                item_report = check_item(item, sandbox)
+                item_report = check_item(item, sandbox, rules)
                 if sandbox is None:
                     item_report.add("error", "its database could not be set up")
                 elif test_cases and conninfo is not None:

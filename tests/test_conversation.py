@@ -94,11 +94,26 @@ def test_vuser_error(demo_sandbox):
     assert conv.outcome is Outcome.VUSER_ERROR
 
 
-def test_db_error_when_the_golden_sql_fails(demo_sandbox):
+def test_invalid_item_when_the_golden_sql_fails_and_the_agent_is_never_asked(demo_sandbox):
     item = make_item(golden="SELECT no_such_column FROM stores")
-    conv = run_conversation(item, parts(ScriptedAgent(lambda s, t, text: sql("SELECT 1")), demo_sandbox))
-    assert conv.outcome is Outcome.DB_ERROR
-    assert "golden SQL failed" in conv.error
+    agent = ScriptedAgent(lambda s, t, text: sql("SELECT 1"))
+    conv = run_conversation(item, parts(agent, demo_sandbox))
+    assert conv.outcome is Outcome.INVALID_ITEM  # the dataset's fault, not the database's nor the agent's
+    assert "golden SQL failed" in conv.error and "no_such_column" in conv.error
+    assert agent.sessions == [] and conv.turns == []
+    assert conv.phases[0].scores == {} and conv.phases[0].primary is None  # judged by nothing
+
+
+def test_db_error_when_the_database_is_down_at_the_golden_sql(demo_sandbox):
+    from evalbench.db.sandbox import Sandbox
+
+    down = Sandbox("postgresql://nobody@127.0.0.1:1/none", pool_size=1, statement_timeout_s=1, max_rows=10,
+                   connect_timeout_s=2)
+    try:
+        conv = run_conversation(make_item(), parts(ScriptedAgent(lambda s, t, text: sql(GOLDEN)), down))
+    finally:
+        down.close()
+    assert conv.outcome is Outcome.DB_ERROR and "connection" in conv.error
 
 
 def test_agent_sql_error_is_scored_not_db_error(demo_sandbox):
@@ -195,7 +210,7 @@ def test_scheduler_completes_every_item_exactly_once(demo_sandbox):
     scheduler.shutdown()
     assert sorted(completed) == sorted(f"i{i}" for i in range(80))
     outcomes = {c.outcome for c in convs}
-    assert outcomes == {Outcome.SCORED, Outcome.MAX_TURNS, Outcome.AGENT_ERROR, Outcome.TIMEOUT, Outcome.DB_ERROR}
+    assert outcomes == {Outcome.SCORED, Outcome.MAX_TURNS, Outcome.AGENT_ERROR, Outcome.TIMEOUT, Outcome.INVALID_ITEM}
     assert all(s.closed for s in agent.sessions)
 
 

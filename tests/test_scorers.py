@@ -90,7 +90,8 @@ CASES: list[tuple[str, str | None, Any, list[ExecutionResult], str | list[str], 
     ("generated-truncated", G, res(col(1, 2), truncated=True), [res(col(1, 2))], G, Conditions(), {}, "FTFTTF"),
     ("golden-truncated", G, res(col(1, 2)), [res(col(1, 2), truncated=True)], G, Conditions(), {}, "FTFTTF"),
     ("both-truncated", G, res(col(1, 2), truncated=True), [res(col(1, 2), truncated=True)], G, Conditions(), {}, "FTFTTF"),
-    ("both-empty", "SELECT store_name FROM stores WHERE false", res([]), [res([])], G, Conditions(), {}, "TTTFTT"),
+    # an empty golden result: exec_match fails it (empty_gold: fail); set/recall keep BIRD's EX rule
+    ("both-empty", "SELECT store_name FROM stores WHERE false", res([]), [res([])], G, Conditions(), {}, "FTTFTT"),
     ("generated-empty", G, res([]), [res(col(1))], G, Conditions(), {}, "FTFTTF"),
     ("golden-empty", G, res(col(1)), [res([])], G, Conditions(), {}, "FTFTTF"),
     ("no-sql", None, None, [res(col(1))], G, Conditions(), {}, "FFFFFF"),
@@ -338,12 +339,14 @@ def test_reward_per_phase_adds_up(main_passed: bool, main_debugged: bool, follow
     conv = conversation(follow_up="SELECT 1")
     main = conv.phase
     main.scores = {"exec_match": Score(float(main_passed), main_passed)}
+    main.primary = "exec_match"  # chosen by the score stage before any metric runs
     main.debug_used = int(main_debugged)
     assert reward_of(main, conv) == main_reward  # at scoring time the outcome is not yet set
     main.outcome = Outcome.SCORED
     follow = follow_up_phase()
     conv.phases.append(follow)
     follow.scores = {"exec_match": Score(float(follow_passed), follow_passed)}
+    follow.primary = "exec_match"
     follow.debug_used = int(follow_debugged)
     follow.outcome = Outcome.SCORED
     assert reward_of(follow, conv) == follow_reward
@@ -354,8 +357,8 @@ def test_reward_per_phase_adds_up(main_passed: bool, main_debugged: bool, follow
     "scores, outcome, value",
     [
         ({"exec_match": Score(0.0, False)}, None, 0.0),
-        ({}, None, 0.0),  # listed before any pass/fail scorer: no verdict yet
-        ({"turn_count": Score(1.0), "exec_match": Score(1.0, True)}, None, 0.7),  # metrics are skipped
+        ({}, None, 0.0),  # no primary scorer applies: not judged
+        ({"turn_count": Score(1.0), "exec_match": Score(1.0, True)}, None, 0.7),  # the declared primary, whatever the order
         ({"exec_match": Score(1.0, True)}, Outcome.TIMEOUT, 0.0),
     ],
 )
@@ -363,6 +366,7 @@ def test_reward_edge_cases(scores: dict[str, Score], outcome: Outcome | None, va
     conv = conversation()
     conv.phase.scores = scores
     conv.phase.outcome = outcome
+    conv.phase.primary = "exec_match" if "exec_match" in scores else None
     score = SCORERS.get("bird_interact_reward")({}).score(conv, conv.phase)
     assert score.value == value and score.passed is None
 

@@ -170,13 +170,10 @@ def test_noisy_failures_are_diagnosed_as_they_surface(noisy_run: Run, surface: S
         assert diagnosis is not None, record["item_id"]
         assert diagnosis.phase == phase["phase"], (record["item_id"], diagnosis)
         expected = surface.expected
+        # the agent's own failure is the diagnosis; a leaking virtual-user reply is a flag beside it
+        assert diagnosis.kind is expected, (record["item_id"], diagnosis)
         if _leaked(record, phase["phase"]) and expected not in OUTCOME_KINDS:
-            # the virtual user gave the answer away in this phase: that comes first, the
-            # message still says what the answer analysis found
-            assert diagnosis.kind is FailureKind.VUSER_LEAK, (record["item_id"], diagnosis)
-            assert f"then failed: {expected.value} (" in diagnosis.message, diagnosis.message
-        else:
-            assert diagnosis.kind is expected, (record["item_id"], diagnosis)
+            assert diagnosis.flags == ("vuser_leak",) and "leaked the answer" in diagnosis.message, diagnosis
         if surface.evidence is not None:
             assert surface.evidence(phase) in diagnosis.message, (record["item_id"], diagnosis)
         assert f"Diagnosis: {diagnosis.kind.value} — " in text
@@ -310,7 +307,7 @@ HAND_BUILT: list[tuple[str, dict[str, Any], FailureKind | None, str]] = [
     ("leak, then wrong rows", rec(failing(res([["a", 1]], ["name", "n"]), "row count differs", clarifications=1), ambiguous=True,
                                   turns=[tn(0, reply("clarification", text="Which?"), vuser=vu(leaks=("golden SQL: where x = 1",))),
                                          tn(1, reply(sql="SELECT x"), role="vuser")]),
-     FailureKind.VUSER_LEAK, "turn 1: golden SQL: where x = 1"),
+     FailureKind.WRONG_ROW_COUNT, "generated 1 row, golden 3 (the virtual user's reply leaked the answer (turn 1: golden SQL: where x = 1))"),
     ("words, no SQL", rec(ph(sql=None, generated=None, scores={"exec_match": sc(False, "the agent returned no SQL")})),
      FailureKind.NO_SQL, "the agent answered in words, without SQL: 'No idea.'"),
     ("SQL error", rec(failing(res([], error='column "nme" does not exist', error_kind="sql"))),
@@ -416,14 +413,16 @@ def test_taxonomy_counts_every_kind() -> None:
 def test_the_kinds_are_the_closed_set() -> None:
     assert [k.value for k in FailureKind] == [
         "agent_error", "no_sql", "sql_error", "timeout", "empty_result", "wrong_row_count", "wrong_columns", "wrong_values",
-        "ordering_only", "max_turns", "needless_clarification", "missing_clarification", "vuser_error", "vuser_leak",
-        "test_case_failed", "db_error", "cancelled", "other",
+        "ordering_only", "max_turns", "needless_clarification", "missing_clarification", "vuser_error",
+        "test_case_failed", "wrong_state", "wrong_answer", "empty_gold", "db_error", "invalid_item", "cancelled", "other",
     ]
     diagnosis = Diagnosis(FailureKind.OTHER, "main", "x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         diagnosis.kind = FailureKind.NO_SQL  # type: ignore[misc]
     assert str(diagnosis) == "other — x"
-    assert diagnosis.as_dict() == {"kind": "other", "phase": "main", "message": "x"}
+    assert diagnosis.as_dict() == {"kind": "other", "phase": "main", "message": "x", "flags": []}
+    flagged = Diagnosis(FailureKind.WRONG_VALUES, "main", "x", ("vuser_leak",))
+    assert str(flagged) == "wrong_values — x [vuser_leak]"
 
 
 # --------------------------------------------------------------------------- explain
@@ -472,7 +471,7 @@ def test_render_explanation_tells_the_conversation() -> None:
                      "FROM shops", "generated: 2 row(s) × 2 column(s) (name, n)", "| name", "NULL", "golden: 3 row(s)",
                      "exec_match  FAIL  row count differs", "[row_count]", "executable  pass",
                      "Timings: conversation 0.250 s", "tokens 10 prompt + 5 completion = 15",
-                     "Diagnosis: vuser_leak — ", "Diagnosed phase: main"):
+                     "Diagnosis: wrong_row_count — ", "[vuser_leak]", "Diagnosed phase: main"):
         assert expected in text, expected
     assert text.count("I mean the open ones.") == 1  # the vuser's answer is shown once, as the next turn's message
     assert all(len(line) <= 80 for line in text.splitlines()), max(text.splitlines(), key=len)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 AmbiguityKind = Literal["critical", "non_critical", "knowledge"]
+DatasetFormat = Literal["bird-interact", "evalbench"]
 
 
 class _Frozen(BaseModel):
@@ -48,10 +49,11 @@ class Item(_Frozen):
     id: str
     database: str
     dialect: str = "postgres"
+    format: DatasetFormat = "evalbench"  # decides how several golden SQLs are read, and the default semantics
     question: str  # the clear, fully specified question
     ambiguous_question: str | None = None  # what the virtual user actually asks first
     ambiguities: list[Ambiguity] = Field(default_factory=list)
-    golden_sql: list[str]  # any of them may match
+    golden_sql: list[str]  # BIRD-Interact: one script, run in order; EvalBench: alternatives, any may match
     conditions: Conditions = Conditions()
     conditions_explicit: bool = False  # conditions came from the item (else derived from the golden SQL)
     category: str = "Query"  # BIRD-Interact: Query | Management
@@ -75,6 +77,12 @@ class Item(_Frozen):
     def needs_clarification(self) -> bool:
         """Whether the opening question leaves something the agent should ask about."""
         return any(a.kind != "non_critical" for a in self.ambiguities)
+
+    @property
+    def golden_is_script(self) -> bool:
+        """BIRD-Interact's ``sol_sql`` list is one script (its evaluator runs the statements in
+        order and compares the last result); EvalBench's ``golden_sql`` list holds alternatives."""
+        return self.format == "bird-interact"
 
     @property
     def is_query(self) -> bool:

@@ -14,9 +14,9 @@ import logging
 import re
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import psycopg
 from psycopg import sql
@@ -45,6 +45,7 @@ FROM pg_sequences
 
 ErrorKind = Literal["sql", "timeout", "forbidden", "connection", "preprocess"]
 Mode = Literal["read", "write"]
+PreprocessErrors = Literal["fail", "stop"]
 
 
 @dataclass
@@ -99,15 +100,18 @@ class Sandbox:
             timeout=max(60.0, statement_timeout_s * 4),
             reset_on_return=None,  # every execution ends with its own ROLLBACK
         )
-        self.write_lock = threading.Lock()
+        self.write_lock = threading.RLock()  # re-entered by scorers that run SQL while it is held
         self._warned_sequences = False
 
     def close(self) -> None:
         self._pool.dispose()
 
-    def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = ()) -> ExecutionResult:
+    def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
+                preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
         """Run ``sql`` (one text or several, each possibly holding several statements) after the
-        trusted ``preprocess`` SQL, and return the result of the last statement."""
+        trusted ``preprocess`` SQL, and return the result of the last statement. A failing
+        preprocess text fails the execution, or with ``preprocess_errors="stop"`` (BIRD-Interact's
+        ``execute_queries``) is undone alone and ends the preprocessing."""
         texts = [sql] if isinstance(sql, str) else list(sql)
         statements = [s for text in texts for s in split_statements(text)]
         result = ExecutionResult(statements=len(statements))
@@ -128,10 +132,33 @@ class Sandbox:
         # that must not race another writer.
         writes = mode == "write" or bool(preprocess)
         with self.write_lock if writes else nullcontext():
-            self._execute(statements, mode, preprocess, result, writes)
+            self._execute(statements, mode, preprocess, result, writes, preprocess_errors)
         return result
 
-    def _execute(self, statements: list[str], mode: Mode, preprocess: Sequence[str], result: ExecutionResult, writes: bool) -> None:
+    @contextmanager
+    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail") -> Iterator["WriteTransaction"]:
+        """One READ WRITE transaction, as the sandbox role, after ``preprocess``, for work that
+        runs several scripts on the same starting state (``state_match``): always rolled back,
+        sequences restored, one at a time per database. Raises psycopg.OperationalError when
+        the database cannot be reached."""
+        with self.write_lock:
+            fairy = self._pool.connect()
+            conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
+            healthy = True
+            try:
+                sequences = conn.execute(_SEQUENCE_STATE).fetchall()
+                conn.execute(f"BEGIN READ WRITE; SET LOCAL statement_timeout = {self.statement_timeout_ms}")  # type: ignore[call-overload]
+                failed = ExecutionResult()
+                self._preprocess(conn, preprocess, failed, preprocess_errors)
+                yield WriteTransaction(self, conn, sequences, failed.error)
+            except psycopg.OperationalError as exc:
+                healthy = isinstance(exc, psycopg.errors.QueryCanceled)
+                raise
+            finally:
+                self._release(fairy, conn, healthy, healthy, sequences)
+
+    def _execute(self, statements: list[str], mode: Mode, preprocess: Sequence[str], result: ExecutionResult, writes: bool,
+                 preprocess_errors: PreprocessErrors) -> None:
         started = time.perf_counter()
         try:
             fairy = self._pool.connect()
@@ -149,26 +176,31 @@ class Sandbox:
             if not writes and len(statements) == 1 and _streamable(statements[0]):
                 finished = self._run_single(conn, statements[0], result)
             else:
-                self._run(conn, statements, mode, preprocess, result)
+                self._run(conn, statements, mode, preprocess, result, preprocess_errors)
         except psycopg.OperationalError as exc:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 healthy = False
                 result.error, result.error_kind = _message(exc), "connection"
         finally:
-            if healthy and not finished:
-                try:
-                    # ROLLBACK also undoes session-level SET / set_config() made inside the
-                    # transaction; advisory locks are the one session state that survives it.
-                    conn.execute("ROLLBACK; SELECT pg_advisory_unlock_all()")  # type: ignore[call-overload]
-                    if sequences:
-                        self._restore_sequences(conn, sequences)
-                except psycopg.Error:
-                    healthy = False
-            if healthy:
-                fairy.close()
-            else:
-                fairy.invalidate()
+            self._release(fairy, conn, healthy, healthy and not finished, sequences)
         result.elapsed_s = time.perf_counter() - started
+
+    def _release(self, fairy: Any, conn: psycopg.Connection, healthy: bool, roll_back: bool,
+                 sequences: list[tuple[Any, ...]] | None) -> None:
+        """End the transaction and give the connection back (or drop it when it is not healthy)."""
+        if roll_back:
+            try:
+                # ROLLBACK also undoes session-level SET / set_config() made inside the
+                # transaction; advisory locks are the one session state that survives it.
+                conn.execute("ROLLBACK; SELECT pg_advisory_unlock_all()")  # type: ignore[call-overload]
+                if sequences:
+                    self._restore_sequences(conn, sequences)
+            except psycopg.Error:
+                healthy = False
+        if healthy:
+            fairy.close()
+        else:
+            fairy.invalidate()
 
     def _run_single(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> bool:
         """The common case — one query, read mode, no preprocess_sql — in one round trip: the
@@ -190,16 +222,21 @@ class Sandbox:
             conn.execute("RESET ALL; SELECT pg_advisory_unlock_all()")
         return True
 
-    def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]]) -> None:
+    def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]], in_transaction: bool = False) -> None:
+        """Put every sequence back to ``state`` (nextval is not undone by a rollback); inside an
+        open transaction (between two scripts) under a savepoint, else in a transaction of its own."""
+        if not state:
+            return
         names, values, called = zip(*state)
+        begin, end, undo = ("SAVEPOINT evalbench_seq; ", "; RELEASE SAVEPOINT evalbench_seq", "ROLLBACK TO SAVEPOINT evalbench_seq") \
+            if in_transaction else ("BEGIN READ WRITE; ", "; COMMIT", "ROLLBACK")  # the session default is read-only
         restore = sql.SQL(
-            "BEGIN READ WRITE; "  # the session default is read-only
-            "SELECT setval(s::regclass, v, c) FROM unnest({}::text[], {}::bigint[], {}::bool[]) AS x(s, v, c); COMMIT"
+            begin + "SELECT setval(s::regclass, v, c) FROM unnest({}::text[], {}::bigint[], {}::bool[]) AS x(s, v, c)" + end
         ).format(sql.Literal(list(names)), sql.Literal(list(values)), sql.Literal(list(called)))
         try:
             conn.execute(restore)
         except psycopg.errors.InsufficientPrivilege:
-            conn.execute("ROLLBACK")
+            conn.execute(undo)
             if not self._warned_sequences:
                 self._warned_sequences = True
                 log.warning("cannot restore sequences after write-mode executions (the sandbox user does not own them)")
@@ -211,23 +248,21 @@ class Sandbox:
         mode: Mode,
         preprocess: Sequence[str],
         result: ExecutionResult,
+        preprocess_errors: PreprocessErrors = "fail",
     ) -> None:
         timeout = f"SET LOCAL statement_timeout = {self.statement_timeout_ms}"
         read_only = mode == "read"
         conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN READ WRITE; ") + timeout)  # type: ignore[call-overload]
-        for text in preprocess:
-            try:
-                conn.execute(text)  # type: ignore[call-overload]  # trusted dataset SQL
-            except psycopg.errors.QueryCanceled as exc:
-                result.error, result.error_kind = f"preprocess_sql timed out: {_message(exc)}", "preprocess"
-                return
-            except psycopg.Error as exc:
-                if isinstance(exc, psycopg.OperationalError) and conn.closed:
-                    raise
-                result.error, result.error_kind = f"preprocess_sql failed: {_message(exc)}", "preprocess"
-                return
+        if not self._preprocess(conn, preprocess, result, preprocess_errors):
+            return
         if read_only and preprocess:
             conn.execute("SET TRANSACTION READ ONLY")
+        self._run_statements(conn, statements, result)
+
+    def _run_statements(self, conn: psycopg.Connection, statements: list[str], result: ExecutionResult) -> None:
+        """Run statements in the open transaction, the statement timeout re-armed before each;
+        the last one's rows go to ``result``; the first error stops them."""
+        timeout = f"SET LOCAL statement_timeout = {self.statement_timeout_ms}"
         for index, statement in enumerate(statements):
             last = index == len(statements) - 1
             if index:
@@ -247,6 +282,27 @@ class Sandbox:
                 result.error, result.error_kind = _message(exc), "sql"
                 result.columns, result.rows = [], []
                 return
+
+    def _preprocess(self, conn: psycopg.Connection, texts: Sequence[str], result: ExecutionResult,
+                    errors: PreprocessErrors) -> bool:
+        """Run the trusted preprocess SQL; False (with the error on ``result``) when it failed."""
+        for index, text in enumerate(texts):
+            if errors == "stop":
+                conn.execute(f"SAVEPOINT evalbench_pre_{index}")
+            try:
+                conn.execute(text)  # type: ignore[call-overload]  # trusted dataset SQL
+                continue
+            except psycopg.Error as exc:
+                if isinstance(exc, psycopg.OperationalError) and conn.closed:
+                    raise
+                if errors == "stop":  # undone alone; the texts after it are not run (execute_queries)
+                    conn.execute(f"ROLLBACK TO SAVEPOINT evalbench_pre_{index}")
+                    log.debug("preprocess_sql stopped at text %d: %s", index + 1, _message(exc))
+                    return True
+                verb = "timed out" if isinstance(exc, psycopg.errors.QueryCanceled) else "failed"
+                result.error, result.error_kind = f"preprocess_sql {verb}: {_message(exc)}", "preprocess"
+                return False
+        return True
 
     def _fetch(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> None:
         """Queries are streamed (extended protocol, chunked) and stopped at ``max_rows + 1``: the
@@ -279,6 +335,45 @@ class Sandbox:
         else:
             result.columns = [c.name for c in description] if description is not None else []
         result.rows = [tuple(r) for r in rows]
+
+
+class WriteTransaction:
+    """What :meth:`Sandbox.write_transaction` yields: scripts run under savepoints, harness
+    queries, and the sequences put back between two scripts."""
+
+    def __init__(self, sandbox: Sandbox, conn: psycopg.Connection, sequences: list[tuple[Any, ...]],
+                 preprocess_error: str | None) -> None:
+        self.sandbox, self.conn, self.sequences = sandbox, conn, sequences
+        self.preprocess_error = preprocess_error  # preprocess_sql failed: nothing else can be trusted
+        self._savepoints = 0
+
+    def run(self, texts: Sequence[str], inspect: Any = None) -> tuple[ExecutionResult, Any]:
+        """Run a script (write-mode statements only) and then ``inspect(self)`` on the state it
+        leaves; both are undone (rolled back to a savepoint) before this returns, and the sequences
+        are put back. Returns the last statement's result and what ``inspect`` returned."""
+        statements = [s for text in texts for s in split_statements(text)]
+        result = ExecutionResult(statements=len(statements))
+        forbidden = next((verb for verb, _ in map(statement_kind, statements) if verb not in WRITE_KEYWORDS), None)
+        if forbidden is not None or not statements:
+            result.error = f"{forbidden or 'this'} statements are not allowed here" if statements else "no SQL statement to run"
+            result.error_kind = "forbidden" if statements else "sql"
+            return result, None
+        self._savepoints += 1
+        name = f"evalbench_run_{self._savepoints}"
+        self.conn.execute(f"SAVEPOINT {name}")
+        inspected = None
+        try:
+            self.sandbox._run_statements(self.conn, statements, result)
+            if result.error is None and inspect is not None:
+                inspected = inspect(self)
+        finally:
+            self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.sandbox._restore_sequences(self.conn, self.sequences, in_transaction=True)
+        return result, inspected
+
+    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """A harness query (trusted SQL) in the current state."""
+        return self.conn.execute(query, params).fetchall()  # type: ignore[call-overload]
 
 
 def _describe(conn: psycopg.Connection, statement: str) -> list[str]:

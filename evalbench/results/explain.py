@@ -91,7 +91,8 @@ def render_explanation(record: dict[str, Any], *, width: int = 100, primary: str
         out.append("Passed")
     else:
         out.extend(_wrap(f"Diagnosis: {diagnosis.kind.value} — {diagnosis.message}", width, ""))
-        out.append(f"Diagnosed phase: {diagnosis.phase}")
+        flags = f" · flags: {', '.join(f'[{f}]' for f in diagnosis.flags)}" if diagnosis.flags else ""
+        out.append(f"Diagnosed phase: {diagnosis.phase}{flags}")
     return "\n".join(out) + "\n"
 
 

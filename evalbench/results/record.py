@@ -103,15 +103,28 @@ def phase_record(phase: PhaseRecord, preview_rows: int) -> dict[str, Any]:
         "debug_used": phase.debug_used,
         "attempts": phase.attempts,
         "sql": _clip(phase.sql),
+        "answer": _clip(phase.answer),
         "golden_sql": [_clip(sql) for sql in phase.golden_sql],
+        "golden_is_script": phase.golden_is_script,
         "conditions": phase.conditions.model_dump(),
         "generated": execution_record(phase.generated, preview_rows),
         "golden": [execution_record(g, preview_rows) for g in phase.golden],
+        # the SQL actually compared when it differs from what was written (bird_interact cleans it)
+        "compared_sql": _clip(phase.compared_sql),
+        "compared": execution_record(phase.compared, preview_rows),
+        "golden_run_sql": [[_clip(sql) for sql in run] for run in phase.golden_run_sql]
+        if _cleaned(phase) else None,
         "scores": {name: dataclasses.asdict(score) | {"flags": list(score.flags)} for name, score in phase.scores.items()},
         # the phase's verdict: its primary scorer's (what success rates, flips and gates use)
         "primary": phase.primary,
         "passed": phase.passed if phase.primary is not None else None,  # None: no pass/fail scorer applies
     }
+
+
+def _cleaned(phase: PhaseRecord) -> bool:
+    """The golden SQL was run in another form than the dataset wrote it."""
+    written = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
+    return bool(phase.golden_run_sql) and phase.golden_run_sql != written
 
 
 def ambiguity_types(item: Any) -> list[str]:

@@ -2,9 +2,12 @@
 
 Every conversation counts in every denominator: a scorer's rate is passed / applicable, where a
 conversation that ended in an error is applicable and failed; "not applicable" (a scorer that
-does not apply to the item) is reported next to it, never hidden. ``success`` is the rate of the
-phases' own verdicts (each phase's primary scorer: ``exec_match`` for a query, ``test_cases``
-for a management task), and slices split the main phase's verdict over every conversation.
+does not apply to the item) is reported next to it, never hidden. The one exception is an
+``invalid_item`` — an item whose golden SQL fails, so that no answer can be judged: it is the
+dataset's fault, so it is listed and counted apart (``invalid_items``) and in no agent rate.
+``success`` is the rate of the phases' own verdicts (each phase's declared primary scorer:
+``exec_match`` for a query, ``test_cases`` or ``state_match`` for a management task), and
+slices split the main phase's verdict over every conversation.
 Rates carry a 95 % percentile-bootstrap confidence interval (:func:`~evalbench.results.stats.rate_ci`).
 """
 
@@ -21,6 +24,8 @@ from evalbench.results.taxonomy import diagnose
 # Outcomes that say the harness or its infrastructure failed, not the agent (gated by
 # ``--max-infra-errors``).
 INFRA_OUTCOMES = ("db_error", "vuser_error")
+INVALID = "invalid_item"  # the dataset's golden SQL cannot judge the item: reported apart, in no agent denominator
+MAX_LISTED = 1000  # invalid items listed in summary.json
 
 
 def _rate(passed: int, total: int) -> dict[str, Any]:
@@ -88,7 +93,11 @@ class SummaryBuilder:
         self.success: dict[str, Counter[str]] = defaultdict(Counter)  # phase -> total/passed
         self.slices: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
         self.taxonomy: Counter[str] = Counter()
-        self.primary: str | None = None
+        self.taxonomy_flags: Counter[str] = Counter()  # e.g. failures whose phase had a leaking vuser reply
+        self.deciders: dict[str, Counter[str]] = defaultdict(Counter)  # phase -> primary scorer -> phases
+        self.invalid: list[dict[str, str]] = []  # invalid items (and follow-up phases)
+        self.invalid_count = 0
+        self.empty_gold = 0  # judged phases whose golden result is empty
         self.turns = 0
         self.clarifications = 0
         self.sessions_opened = 0
@@ -112,6 +121,9 @@ class SummaryBuilder:
     def add(self, record: dict[str, Any]) -> None:
         self.total += 1
         self.outcomes[record["outcome"]] += 1
+        if record["outcome"] == INVALID:
+            self._invalid(record, record["phases"][0] if record["phases"] else {})
+            return
         self.turns += len(record["turns"])
         self.sessions_opened += record.get("sessions_opened", 0)
         self.tokens.update(record.get("tokens") or {})
@@ -132,10 +144,17 @@ class SummaryBuilder:
             self.clarifications += phase["clarifications"]
             if phase["phase"] == "follow_up":
                 self.follow_up_reached += 1
+            if phase.get("outcome") == INVALID:  # a follow-up whose golden SQL is broken
+                self._invalid(record, phase)
+                continue
             for name, score in phase["scores"].items():
                 self.scores[(name, phase["phase"])].add(score)
-                if self.primary is None and name not in self.metric_scorers:
-                    self.primary = name
+            decider = phase.get("primary") or next(
+                (n for n, sc in phase["scores"].items() if sc.get("passed") is not None and n not in self.metric_scorers), None)
+            if decider is not None:
+                self.deciders[phase["phase"]][decider] += 1
+                if {"empty_gold", "both_empty"} & set((phase["scores"].get(decider) or {}).get("flags") or ()):
+                    self.empty_gold += 1
             self._count(self.success[phase["phase"]], phase_passed(phase))
         # Slices: the main phase's verdict of every conversation (a conversation that ended
         # before any phase counts as failed, none is left out).
@@ -145,6 +164,13 @@ class SummaryBuilder:
         diagnosis = diagnose(record)
         if diagnosis is not None:
             self.taxonomy[diagnosis.kind.value] += 1
+            self.taxonomy_flags.update(diagnosis.flags)
+
+    def _invalid(self, record: dict[str, Any], phase: dict[str, Any]) -> None:
+        self.invalid_count += 1
+        if len(self.invalid) < MAX_LISTED:
+            self.invalid.append({"item_id": record["item_id"], "phase": phase.get("phase", "main"),
+                                 "reason": phase.get("error") or record.get("error") or ""})
 
     @staticmethod
     def _count(counts: Counter[str], passed: bool | None) -> None:
@@ -180,14 +206,22 @@ class SummaryBuilder:
             slices.setdefault(key, {})[value] = self._entry(counts)
         slices["phase"] = success
         infra = sum(self.outcomes.get(o, 0) for o in INFRA_OUTCOMES)
+        deciders = Counter[str]()
+        for counts in self.deciders.values():
+            deciders.update(counts)
         return {
             "total_items": self.total,
             "outcomes": {o.value: self.outcomes.get(o.value, 0) for o in Outcome},
             "infra_errors": infra,
-            "primary_scorer": self.primary,
+            # items whose golden SQL cannot judge an answer: in no rate's denominator
+            "invalid_items": {"count": self.invalid_count, "items": self.invalid},
+            "empty_gold_judged": self.empty_gold,
+            "primary_scorer": deciders.most_common(1)[0][0] if deciders else None,
+            "primary": {phase: dict(counts.most_common()) for phase, counts in self.deciders.items()},
             "success": success,
             "scorers": scorers,
             "taxonomy": dict(self.taxonomy.most_common()),
+            "taxonomy_flags": dict(self.taxonomy_flags.most_common()),
             "slices": slices,
             "conversation": {
                 "turns": self.turns,

@@ -12,31 +12,40 @@ else of the first applicable pass/fail scorer in the phase's scores (config orde
 as ``turn_count`` have no verdict) — the same verdict that drives debugging, the follow-up and
 the reward. A phase without any applicable verdict does not fail (nothing judged it).
 
-**Precedence** — the first rule that applies wins:
+**Precedence** — the first rule that applies wins. The diagnosis is always the agent's own
+failure (or the harness's, or the dataset's); a virtual-user reply that leaked the answer is a
+**flag** next to it (``vuser_leak``), never the diagnosis:
 
 1. ``cancelled``: the run was cancelled while the conversation was in flight.
-2. ``db_error``: the harness's database failed (golden SQL error, lost connection, setup).
-3. The first failing phase (``main``, then ``follow_up``); a phase fails when its outcome is not
+2. ``db_error``: the harness's database failed (lost connection, setup).
+3. ``invalid_item``: the item's golden SQL cannot judge an answer (a dataset bug); such items
+   are in no rate's denominator.
+4. The first failing phase (``main``, then ``follow_up``); a phase fails when its outcome is not
    ``scored`` or its primary verdict is a failure:
 
    a. the phase ended early — its outcome names the kind: ``timeout``, ``agent_error``,
       ``vuser_error``, ``db_error``, ``cancelled``, ``max_turns``;
-   b. ``vuser_leak``: a virtual-user reply in the phase leaked the answer (leak audit), so the
-      phase is not a clean measurement; the message also gives what the answer analysis found;
-   c. ``other``: the deciding scorer itself crashed (``scorer error: ...``);
-   d. ``no_sql``: the agent replied without SQL;
+   b. ``other``: the deciding scorer itself crashed (``scorer error: ...``);
+   c. ``wrong_answer``: the agent answered in words, was judged by ``answer_match``, and the
+      answer does not give the golden result (or refuses);
+   d. ``no_sql``: the agent replied without SQL (and its words were not what was judged);
    e. ``sql_error``: the agent's SQL failed (including a statement timeout);
-   f. ``missing_clarification``: an ambiguous item's main phase answered without any question;
-   g. ``needless_clarification``: a question asked in a phase that needs none (a clear main
+   f. ``empty_gold``: the golden result is empty, so every answer fails (BIRD-Interact's rule,
+      and ours with ``empty_gold: fail``; for ``state_match``, a golden statement that changes
+      nothing);
+   g. ``missing_clarification``: an ambiguous item's main phase answered without any question;
+   h. ``needless_clarification``: a question asked in a phase that needs none (a clear main
       question, or a follow-up), and the answer then failed;
-   h. the result comparison, generated vs the first golden result: ``empty_result`` (0 rows,
+   i. the result comparison, generated vs the first golden result: ``empty_result`` (0 rows,
       the golden has some), ``wrong_columns`` (column count), ``wrong_row_count``,
       ``ordering_only`` (the same rows as a multiset in another order, from the scorer's
       ``order_only`` flag or complete previews), ``wrong_values`` (same shape, other values);
-   i. ``test_case_failed``: a management task's test case failed (its assertion or error is given);
-   j. ``other``: nothing above explains the failing verdict; its scorer and detail are given.
+   j. ``test_case_failed``: a management task's test case failed (its assertion or error is given);
+   k. ``wrong_state``: a management task without test cases left the database in another state
+      than its golden SQL (``state_match``);
+   l. ``other``: nothing above explains the failing verdict; its scorer and detail are given.
 
-4. A conversation whose outcome is not ``scored`` though no phase failed (a stage failed while
+5. A conversation whose outcome is not ``scored`` though no phase failed (a stage failed while
    scoring): the outcome's kind, with the conversation's error.
 
 Empty results are checked before columns on purpose: an empty result may carry no column names
@@ -68,9 +77,12 @@ class FailureKind(str, Enum):
     NEEDLESS_CLARIFICATION = "needless_clarification"
     MISSING_CLARIFICATION = "missing_clarification"
     VUSER_ERROR = "vuser_error"
-    VUSER_LEAK = "vuser_leak"
     TEST_CASE_FAILED = "test_case_failed"
+    WRONG_STATE = "wrong_state"
+    WRONG_ANSWER = "wrong_answer"
+    EMPTY_GOLD = "empty_gold"
     DB_ERROR = "db_error"
+    INVALID_ITEM = "invalid_item"
     CANCELLED = "cancelled"
     OTHER = "other"
 
@@ -85,13 +97,15 @@ class Diagnosis:
     kind: FailureKind
     phase: str  # "main" | "follow_up"
     message: str  # one line
+    flags: tuple[str, ...] = ()  # e.g. ("vuser_leak",): worth knowing, not the cause
 
     def __str__(self) -> str:
-        return f"{self.kind.value} — {self.message}"
+        flags = f" [{', '.join(self.flags)}]" if self.flags else ""
+        return f"{self.kind.value} — {self.message}{flags}"
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-able form (for reports)."""
-        return {"kind": self.kind.value, "phase": self.phase, "message": self.message}
+        return {"kind": self.kind.value, "phase": self.phase, "message": self.message, "flags": list(self.flags)}
 
 
 # Outcomes (evalbench.conversation.Outcome values) that end a phase early, and their kind.
@@ -156,6 +170,8 @@ def diagnose(record: dict[str, Any], primary: str | None = None) -> Diagnosis | 
         if outcome == "cancelled":
             message = f"{message} after {len(record.get('turns') or [])} turn(s)"
         return _make(OUTCOME_KINDS[outcome], _phase_name(where), message)
+    if outcome == "invalid_item":
+        return _make(FailureKind.INVALID_ITEM, "main", record.get("error") or "the golden SQL cannot judge an answer")
     for phase in phases:
         if phase_failed(phase, primary):
             return _diagnose_phase(record, phase, primary)
@@ -180,11 +196,11 @@ def _diagnose_phase(record: dict[str, Any], phase: dict[str, Any], primary: str 
     if outcome is not None and outcome != "scored":
         kind = OUTCOME_KINDS.get(outcome, FailureKind.OTHER)
         return _make(kind, name, _early_end_message(record, phase, kind))
+    diagnosis = _diagnose_answer(record, phase, primary)
     leaks = _phase_leaks(record, name)
-    if leaks:
-        answer = _diagnose_answer(record, phase, primary)
-        return _make(FailureKind.VUSER_LEAK, name, f"{leaks}; the answer then failed: {answer.kind.value} ({answer.message})")
-    return _diagnose_answer(record, phase, primary)
+    if leaks:  # a flag, and the evidence after the agent's own failure
+        return _make(diagnosis.kind, name, f"{diagnosis.message} ({leaks})", flags=("vuser_leak",))
+    return diagnosis
 
 
 def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str | None) -> Diagnosis:
@@ -194,6 +210,8 @@ def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str
     detail = str(verdict[1].get("detail") or "") if verdict else ""
     if detail.startswith("scorer error"):
         return _make(FailureKind.OTHER, name, f"{verdict[0]} {detail}" if verdict else detail)
+    if verdict is not None and verdict[0] == "answer_match":
+        return _make(FailureKind.WRONG_ANSWER, name, f"{_answer_text(phase)}: {detail or 'wrong answer'}")
     generated = phase.get("generated")
     if not phase.get("sql") or generated is None:
         return _make(FailureKind.NO_SQL, name, _no_sql_message(record, name))
@@ -202,6 +220,8 @@ def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str
         if generated.get("error_kind") == "timeout":
             error = f"statement timeout: {error}"
         return _make(FailureKind.SQL_ERROR, name, error)
+    if verdict is not None and "empty_gold" in (verdict[1].get("flags") or ()):
+        return _make(FailureKind.EMPTY_GOLD, name, f"{verdict[0]}: {detail}")
     result = _compare_results(phase, verdict)
     asked = int(phase.get("clarifications") or 0)
     if name == "main" and record.get("ambiguous") and asked == 0:
@@ -217,6 +237,8 @@ def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str
         return _make(result[0], name, result[1])
     if verdict is not None and verdict[0] == "test_cases":
         return _make(FailureKind.TEST_CASE_FAILED, name, detail or "a test case failed")
+    if verdict is not None and verdict[0] == "state_match":
+        return _make(FailureKind.WRONG_STATE, name, detail or "another database state than the golden SQL leaves")
     if verdict is not None:
         return _make(FailureKind.OTHER, name, f"{verdict[0]}: {detail or 'failed'}")
     return _make(FailureKind.OTHER, name, phase.get("error") or "failed for no recorded reason")
@@ -273,6 +295,11 @@ def _early_end_message(record: dict[str, Any], phase: dict[str, Any], kind: Fail
     if kind is FailureKind.VUSER_ERROR:
         return f"the virtual user failed: {error}"
     return str(error)
+
+
+def _answer_text(phase: dict[str, Any]) -> str:
+    text = " ".join(str(phase.get("answer") or "").split())
+    return f"the answer {_clip(text, 120)!r}" if text else "no answer"
 
 
 def _no_sql_message(record: dict[str, Any], phase: str) -> str:
@@ -342,8 +369,8 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _make(kind: FailureKind, phase: str, message: Any) -> Diagnosis:
-    return Diagnosis(kind, phase, _clip(" ".join(str(message).split()), MAX_MESSAGE))
+def _make(kind: FailureKind, phase: str, message: Any, flags: tuple[str, ...] = ()) -> Diagnosis:
+    return Diagnosis(kind, phase, _clip(" ".join(str(message).split()), MAX_MESSAGE), flags)
 
 
 __all__ = ["Diagnosis", "FailureKind", "OUTCOME_KINDS", "diagnose", "passed", "phase_failed", "primary_verdict", "taxonomy_counts"]

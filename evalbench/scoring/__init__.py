@@ -46,6 +46,7 @@ class _ScorerRegistry(Registry[ScorerFactory]):
         import evalbench.scoring.llmrater  # noqa: F401
         import evalbench.scoring.metrics  # noqa: F401
         import evalbench.scoring.more  # noqa: F401
+        import evalbench.scoring.state_match  # noqa: F401
         import evalbench.scoring.test_cases  # noqa: F401
 
     def get(self, name: str) -> ScorerFactory:

@@ -1,10 +1,14 @@
-"""Comparison of execution results: the rules every execution-based scorer shares.
+"""Our own strict result comparison (``semantics: evalbench``), shared by the execution scorers.
 
-Written down in docs/scoring.md. In short: columns are matched by position (names are ignored);
-rows are compared as an ordered list only when the item asks for order, else as a multiset, or
-as a set when ``distinct`` is set; integers compare exactly; other numbers are rounded to
-``decimal`` places when given and compared with a relative tolerance of 1e-9 otherwise; errored and truncated results never match;
-two empty results match and are flagged ``both_empty``.
+Written down, with an example per rule, in docs/scoring.md. In short: an errored or truncated
+result never matches; an empty golden result follows the ``empty_gold`` policy (default
+``fail``: it cannot tell a right query from an over-filtering one); columns are matched by
+position (names are ignored); rows are compared as an ordered list only when the item asks for
+order, else as a multiset, or as a set when ``conditions.distinct`` is set. Numbers compare by
+exact value whatever their type (an integer never equals a nearby float); only two floats
+compare with a relative tolerance of 1e-9; with ``conditions.decimal`` ≥ 0 every number is first
+rounded half-up, exactly, on its decimal text (a float through its shortest repr, never through
+binary arithmetic).
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import math
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, Hashable, Sequence
+from decimal import ROUND_HALF_UP, Context, Decimal
+from typing import Any, Hashable, Literal, Sequence
 
 from evalbench.dataset import Conditions
 from evalbench.db.sandbox import ExecutionResult
 
-FLOAT_TOLERANCE = 1e-9  # relative (and absolute) tolerance for floats when no `decimal` is given
+FLOAT_TOLERANCE = 1e-9  # relative, between two floats only (double precision arithmetic differs by plan)
+EmptyGold = Literal["fail", "pass", "n/a"]
+EMPTY_GOLD_POLICIES: tuple[str, ...] = ("fail", "pass", "n/a")
 
 
 @dataclass(frozen=True)
@@ -30,26 +36,33 @@ class Verdict:
     match: bool
     reason: str
     flags: tuple[str, ...] = ()
+    applicable: bool = True  # False: the empty_gold policy is n/a and the golden result is empty
+
+
+def round_half_up(value: Decimal | float, places: int) -> Decimal:
+    """``value`` rounded half-up to ``places`` exactly: a float through its shortest decimal text
+    (what the database prints for it), so 0.125 gives 0.13 and 1.005 gives 1.01."""
+    number = value if isinstance(value, Decimal) else Decimal(repr(value))
+    digits = max(28, number.adjusted() + places + 2)  # enough precision for any magnitude
+    return number.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP, context=Context(prec=digits))
 
 
 def normalise_value(value: Any, decimal: int = -1) -> Hashable:
-    """A hashable, type-normalised form of one cell: numbers compare by value (Decimal, float
-    and int alike; integers exactly), rounded to ``decimal`` places when given; dates and times
-    by ISO text; JSON by canonical text."""
+    """A hashable, type-normalised form of one cell. Numbers keep their exact value (a Decimal and
+    a float are equal only when their values are: Python compares them exactly); with
+    ``decimal`` ≥ 0 they are rounded half-up first. Dates and times by ISO text; JSON by
+    canonical text; NaN equals NaN."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            return "nan" if value.is_nan() else ("inf" if value > 0 else "-inf")
-        if decimal < 0:
-            # NUMERIC is exact: integers as int, others as Decimal (equal floats hash the same)
-            return int(value) if value == value.to_integral_value() else value.normalize()
-        value = float(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, (Decimal, float)):
+        if value != value:  # NaN, Decimal or float
+            return "nan"
+        if value in (math.inf, -math.inf):
+            return "inf" if value > 0 else "-inf"
         if decimal >= 0:
-            value = round(value, decimal)
+            value = round_half_up(value, decimal)
+        if isinstance(value, Decimal):
+            return int(value) if value == value.to_integral_value() else value.normalize()
         return 0.0 if value == 0 else value  # -0.0 == 0.0
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
@@ -74,12 +87,13 @@ MAX_PERMUTED_COLUMNS = 6  # 720 orders at most
 
 
 def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditions: Conditions, ordered: bool,
-            tie_keys: Sequence[int] | None = None, permute_columns: bool = False) -> Verdict:
+            tie_keys: Sequence[int] | None = None, permute_columns: bool = False,
+            empty_gold: EmptyGold = "fail") -> Verdict:
     """Does ``generated`` match ``golden`` under ``conditions``?
 
     ``tie_keys``: positions of the columns the golden query sorts by. When given, rows that tie
     on them may come in any order (the database does not order ties; two runs of the same
-    query may differ)."""
+    query may differ). ``empty_gold``: what an empty golden result means (see the module doc)."""
     if generated is None:
         return Verdict(False, "no SQL was executed")
     if generated.error is not None:
@@ -88,10 +102,12 @@ def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditio
         return Verdict(False, f"golden SQL failed: {golden.error}")
     if generated.truncated or golden.truncated:
         return Verdict(False, "a result was truncated at the row cap; truncated results never match")
-    if not generated.rows and not golden.rows:
-        return Verdict(True, "both results are empty", ("both_empty",))
+    if not golden.rows:
+        return _empty_golden(generated, empty_gold)
     gen_width = len(generated.columns)
     gold_width = len(golden.columns)
+    if not generated.rows:
+        return Verdict(False, f"generated result is empty, golden has {len(golden.rows)} rows", ("empty_generated",))
     if gen_width != gold_width:
         return Verdict(False, f"column count differs: {gen_width} generated vs {gold_width} golden")
     gen_rows = normalise_rows(generated.rows, conditions.decimal)
@@ -99,7 +115,7 @@ def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditio
     verdict = _compare_rows(gen_rows, gold_rows, conditions, ordered)
     if not verdict.match and "order_only" in verdict.flags and tie_keys and _same_up_to_ties(gen_rows, gold_rows, tie_keys):
         return Verdict(True, "same rows in the same order (rows tied on the ORDER BY keys in any order)")
-    if not verdict.match and conditions.decimal < 0 and (_has_float(gen_rows) or _has_float(gold_rows)) \
+    if not verdict.match and conditions.decimal < 0 and _has_float(gen_rows) and _has_float(gold_rows) \
             and _close_rows(gen_rows, gold_rows, conditions, ordered):
         return Verdict(True, f"same rows within a relative float tolerance of {FLOAT_TOLERANCE}")
     if not verdict.match and permute_columns and 1 < gen_width <= MAX_PERMUTED_COLUMNS:
@@ -109,6 +125,17 @@ def compare(generated: ExecutionResult | None, golden: ExecutionResult, conditio
             if _compare_rows(permuted, gold_rows, conditions, ordered).match:
                 return Verdict(True, f"same rows with the columns in another order {list(order)}", ("column_order",))
     return verdict
+
+
+def _empty_golden(generated: ExecutionResult, policy: EmptyGold) -> Verdict:
+    if policy == "n/a":
+        return Verdict(False, "the golden result is empty (empty_gold: n/a)", ("empty_gold",), applicable=False)
+    if policy == "pass" and not generated.rows:
+        return Verdict(True, "both results are empty (empty_gold: pass)", ("both_empty",))
+    if policy == "pass":
+        return Verdict(False, f"row count differs: {len(generated.rows)} generated vs 0 golden", ("row_count",))
+    return Verdict(False, "the golden result is empty: it cannot tell a right query from an over-filtering one "
+                          "(empty_gold: fail)", ("empty_gold",))
 
 
 def _compare_rows(gen_rows: list[tuple[Hashable, ...]], gold_rows: list[tuple[Hashable, ...]], conditions: Conditions, ordered: bool) -> Verdict:
@@ -162,9 +189,10 @@ def _close_rows(gen_rows: list[tuple[Hashable, ...]], gold_rows: list[tuple[Hash
 
 
 def _close(x: Hashable, y: Hashable) -> bool:
-    """Floats (double precision) are compared with a tolerance; exact types (int, NUMERIC) exactly."""
-    if (isinstance(x, float) or isinstance(y, float)) and _is_number(x) and _is_number(y):
-        return math.isclose(float(x), float(y), rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)  # type: ignore[arg-type]
+    """Two floats (double precision) are compared with a relative tolerance and nothing else: an
+    integer or a NUMERIC against a float compares exactly, and near zero nothing is loosened."""
+    if isinstance(x, float) and isinstance(y, float):
+        return math.isclose(x, y, rel_tol=FLOAT_TOLERANCE, abs_tol=0.0)
     return x == y
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -10,8 +11,9 @@ from sqlglot import expressions as exp
 
 from evalbench.conversation import Conversation, PhaseRecord
 from evalbench.db.statements import last_statement
-from evalbench.scoring import SCORERS, Score
+from evalbench.scoring import SCORERS, Score, bird_compare
 from evalbench.scoring.compare import compare
+from evalbench.scoring.semantics import ResultRules
 
 
 @lru_cache(maxsize=1024)
@@ -77,33 +79,70 @@ def tie_key_positions(sql: str, columns: list[str]) -> list[int] | None:
 
 @SCORERS.register("exec_match")
 class ExecMatch:
-    """The generated result equals a golden result (any of them) under the item's conditions."""
+    """The agent's result equals a golden result under the run's semantics: BIRD-Interact's
+    official comparison (``semantics: bird_interact``) or our strict one (``evalbench``)."""
 
     name = "exec_match"
     is_metric = False
+    OPTIONS = ("column_permutations", "semantics", "empty_gold")
 
     def __init__(self, options: dict[str, Any]) -> None:
-        unknown = set(options) - {"column_permutations"}
+        unknown = set(options) - set(self.OPTIONS)
         if unknown:
-            raise ValueError(f"exec_match options: unknown {sorted(unknown)} (known: column_permutations)")
+            raise ValueError(f"exec_match options: unknown {sorted(unknown)} (known: {', '.join(self.OPTIONS)})")
+        self.rules = ResultRules.from_options(options, None)
         self.permute_columns = bool(options.get("column_permutations", False))
+        if self.permute_columns and self.rules.bird:
+            raise ValueError("exec_match: column_permutations applies to semantics: evalbench only")
+
+    def describe(self) -> dict[str, Any]:
+        return {"scorer": self.name, **self.rules.describe(), "column_permutations": self.permute_columns}
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
         if not phase.is_query:
-            return Score.not_applicable("management task: judged by the test_cases scorer")
+            return Score.not_applicable("management task: judged by test_cases or state_match")
         if phase.outcome is not None:
             return Score(0.0, False, detail=f"no answer to score: {phase.outcome.value}")
         if phase.generated is None:
             return Score(0.0, False, detail="the agent returned no SQL")
-        reasons = []
-        for sql, golden in zip(phase.golden_sql, phase.golden):
-            ordered = phase.conditions.order if phase.conditions_explicit else golden_is_ordered(sql)
+        runs = phase.golden_run_sql or [[sql] for sql in phase.golden_sql]
+        return self._bird(phase, runs) if self.rules.bird else self._evalbench(phase, runs)
+
+    def _bird(self, phase: PhaseRecord, runs: list[list[str]]) -> Score:
+        order = phase.conditions.order if phase.conditions_explicit else False
+        verdicts = []
+        for golden, run in zip(phase.golden, runs):
+            verdict = bird_compare.compare(phase.compared or phase.generated, phase.compared_sql or phase.sql or "",
+                                           golden, run[-1] if run else "", order, raw_generated=phase.generated)
+            if verdict.match:
+                return Score(1.0, True, detail=f"{verdict.reason} [{verdict.rule}]")
+            verdicts.append(verdict)
+        first = verdicts[0] if verdicts else None
+        if first is None:
+            return Score(0.0, False, detail="no golden result")
+        flags = {"empty_pred": ("empty_generated",), "empty_gold": ("empty_gold",)}.get(first.rule, ())
+        return Score(0.0, False, detail=f"{first.reason} [{first.rule}]", flags=flags)
+
+    def _evalbench(self, phase: PhaseRecord, runs: list[list[str]]) -> Score:
+        verdicts = []
+        for golden, run in zip(phase.golden, runs):
+            sql = run[-1] if run else ""
+            sorts = golden_is_ordered(sql)
+            ordered = phase.conditions.order if phase.conditions_explicit else sorts
+            undefined = ordered and not sorts  # `order: true` on a query without ORDER BY: no order to check
+            ordered = ordered and sorts
             ties = tie_key_positions(sql, golden.columns) if ordered else None
-            verdict = compare(phase.generated, golden, phase.conditions, ordered, ties, self.permute_columns)
+            verdict = compare(phase.compared or phase.generated, golden, phase.conditions, ordered, ties,
+                              self.permute_columns, self.rules.empty_gold)
+            if undefined:
+                verdict = replace(verdict, flags=(*verdict.flags, "order_undefined"))
             if verdict.match:
                 return Score(1.0, True, detail=verdict.reason, flags=verdict.flags)
-            reasons.append(verdict)
-        first = reasons[0] if reasons else None
+            verdicts.append(verdict)
+        if verdicts and all(not v.applicable for v in verdicts):
+            first = verdicts[0]
+            return Score(None, None, applicable=False, detail=first.reason, flags=first.flags)
+        first = next((v for v in verdicts if v.applicable), verdicts[0] if verdicts else None)
         return Score(0.0, False, detail=first.reason if first else "no golden result", flags=first.flags if first else ())
 
 

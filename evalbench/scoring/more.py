@@ -402,10 +402,9 @@ class BirdInteractReward:
     """Metric: the part of BIRD-Interact's reward earned by THIS phase, so that the per-phase
     values of a conversation add up to its ``reward`` (evalbench.results.record.reward): main
     phase 0.7 when solved at the first try, 0.5 when solved after a debugging attempt; follow-up
-    0.3 / 0.2; 0 when not solved. "Solved" is the phase's primary verdict — the first pass/fail
-    scorer already scored for the phase — so list this scorer **after** the primary one (e.g.
-    after ``exec_match``); listed first it sees no verdict and gives 0. A phase that ended
-    without an answer (an error or timeout outcome) gives 0."""
+    0.3 / 0.2; 0 when not solved. "Solved" is the phase's declared primary verdict (``primary:``),
+    which is decided before any metric runs. A phase that ended without an answer (an error or
+    timeout outcome) gives 0."""
 
     name = "bird_interact_reward"
     is_metric = True
@@ -418,10 +417,10 @@ class BirdInteractReward:
             return Score.not_applicable(f"no reward for phase {phase.phase}")
         if phase.outcome is not None and phase.outcome.value != "scored":
             return Score(0.0, detail=f"not solved: {phase.outcome.value}")
-        primary = next(((n, s) for n, s in phase.scores.items() if s.passed is not None and n != self.name), None)
-        if primary is None:
-            return Score(0.0, detail="no pass/fail verdict before this scorer: list it after the primary scorer")
-        name, verdict = primary
+        verdict = phase.verdict
+        if verdict is None:
+            return Score(0.0, detail="not judged: no primary scorer applies to this phase")
+        name = phase.primary
         if not verdict.passed:
             return Score(0.0, detail=f"not solved ({name} failed)")
         first, debugged = REWARDS[phase.phase]

@@ -13,21 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from evalbench.conversation import Conversation, Phase, PhaseRecord
+from evalbench.dataset import Item
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.test_case_runner import run_test_case
 
 _OPTIONS = {"timeout_s", "statement_timeout_s", "conninfo"}
 
 
-def phase_test_cases(conversation: Conversation, phase: PhaseRecord) -> tuple[list[str], list[str], list[str]]:
-    """(test cases, preprocess_sql, clean_up_sqls) of the phase's item or follow-up."""
-    item = conversation.item
+def test_cases_of(item: Item, phase: PhaseRecord) -> tuple[list[str], list[str], list[str]]:
+    """(test cases, preprocess_sql, clean_up_sqls) of the phase: the follow-up's test cases run
+    after the follow-up's preprocessing (which already holds the main task and its clean-up)."""
     if phase.phase is Phase.FOLLOW_UP:
         follow_up = item.follow_up
-        cases = list(follow_up.test_cases) if follow_up is not None else []
-        # the follow-up runs on the state the main task left: its preprocess_sql still applies
-        return cases, list(item.preprocess_sql), list(item.clean_up_sqls)
-    return list(item.test_cases), list(item.preprocess_sql), list(item.clean_up_sqls)
+        return (list(follow_up.test_cases) if follow_up is not None else []), list(phase.preprocess), []
+    return list(item.test_cases), list(phase.preprocess), list(item.clean_up_sqls)
 
 
 @SCORERS.register("test_cases")
@@ -46,7 +45,7 @@ class TestCases:
         self.conninfo: str | None = options.get("conninfo")
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
-        cases, preprocess, clean_up = phase_test_cases(conversation, phase)
+        cases, preprocess, clean_up = test_cases_of(conversation.item, phase)
         if not cases:
             return Score.not_applicable("the item has no test cases")
         if phase.outcome is not None:

@@ -1,0 +1,75 @@
+"""The declared primary verdict: which scorer decides each phase's ``success``.
+
+The run config's ``primary:`` maps a category — ``Query`` or ``Management``, optionally for one
+phase (``Query/follow_up``) — to a scorer, or to a list of scorers of which the first one that
+applies to the phase decides. Defaults: a question is judged by ``exec_match``; a management task
+by its ``test_cases``, or by ``state_match`` when it has none. With ``accept_nl_answers: true``, a
+question answered in words (no SQL) is judged by ``answer_match``. The order of the keys under
+``scorers:`` plays no part.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from evalbench.conversation import PhaseRecord
+
+CATEGORIES = ("Query", "Management")
+PHASES = ("main", "follow_up")
+DEFAULT_PRIMARY: dict[str, tuple[str, ...]] = {"Query": ("exec_match",), "Management": ("test_cases", "state_match")}
+NL_SCORER = "answer_match"
+_KEY = re.compile(r"^(Query|Management)(?:[/.](main|follow_up))?$")
+
+
+def parse_primary(value: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+    """``primary:`` as ``{"Query": (...), "Management/follow_up": (...)}``, defaults filled in;
+    raises ValueError naming the bad key."""
+    mapping = dict(DEFAULT_PRIMARY)
+    for key, names in (value or {}).items():
+        match = _KEY.match(str(key))
+        if match is None:
+            raise ValueError(f"primary: unknown key {key!r} (use Query, Management, or e.g. Query/follow_up)")
+        listed = [names] if isinstance(names, str) else names
+        if not isinstance(listed, list) or not listed or not all(isinstance(n, str) and n for n in listed):
+            raise ValueError(f"primary.{key}: expected a scorer name or a non-empty list of scorer names")
+        category, phase = match.groups()
+        mapping[f"{category}/{phase}" if phase else category] = tuple(listed)
+    return mapping
+
+
+class PrimaryPolicy:
+    """Chooses the scorer whose verdict is a phase's verdict."""
+
+    def __init__(self, mapping: Mapping[str, Sequence[str]] | None = None, accept_nl_answers: bool = False) -> None:
+        self.mapping = {key: tuple(names) for key, names in (mapping or DEFAULT_PRIMARY).items()}
+        self.accept_nl_answers = accept_nl_answers
+
+    def scorer_names(self) -> list[str]:
+        """Every scorer the policy may choose, in a stable order (they must all be run)."""
+        names = [name for key in sorted(self.mapping) for name in self.mapping[key]]
+        if self.accept_nl_answers:
+            names.append(NL_SCORER)
+        return list(dict.fromkeys(names))
+
+    def candidates(self, is_query: bool, phase: str) -> tuple[str, ...]:
+        category = "Query" if is_query else "Management"
+        return self.mapping.get(f"{category}/{phase}") or self.mapping.get(category) or ()
+
+    def choose(self, phase: "PhaseRecord") -> str | None:
+        """The deciding scorer among the phase's scores: the first candidate that applies; None
+        when none does (the phase is then not judged)."""
+        candidates = self.candidates(phase.is_query, phase.phase.value)
+        if self.accept_nl_answers and phase.is_query and not phase.sql and phase.answer:
+            candidates = (NL_SCORER, *candidates)
+        for name in candidates:
+            score = phase.scores.get(name)
+            if score is not None and score.applicable and score.passed is not None:
+                return name
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records (compare and --baseline refuse runs where it differs)."""
+        return {"primary": {key: list(names) for key, names in sorted(self.mapping.items())},
+                "accept_nl_answers": self.accept_nl_answers}

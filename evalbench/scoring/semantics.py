@@ -1,0 +1,140 @@
+"""The result-comparison semantics of a run, and the SQL each phase runs under it.
+
+Two named semantics (docs/scoring.md states every rule of both):
+
+- ``bird_interact`` reproduces BIRD-Interact's official evaluator (:mod:`evalbench.scoring.bird_compare`):
+  the golden and predicted SQL of a question are cleaned (comments, DISTINCT, ROUND) and run
+  again before their results are compared;
+- ``evalbench`` is our own strict comparison (:mod:`evalbench.scoring.compare`), with an explicit
+  ``empty_gold`` policy.
+
+The default follows the dataset's format: BIRD-Interact files are judged as BIRD-Interact
+judges them, EvalBench files by ours. How several golden SQLs are read is a property of the
+format, not of the semantics: a BIRD-Interact ``sol_sql`` list is one script (its evaluator runs
+the statements in order and compares the last result), EvalBench's ``golden_sql`` entries are
+alternatives (any may match).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from evalbench.scoring.bird_compare import clean_sql
+from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, EmptyGold
+
+if TYPE_CHECKING:
+    from evalbench.conversation import PhaseRecord
+    from evalbench.db.sandbox import ExecutionResult, Sandbox
+
+Semantics = Literal["bird_interact", "evalbench"]
+SEMANTICS: tuple[str, ...] = ("bird_interact", "evalbench")
+
+
+def default_semantics(dataset_format: str | None) -> Semantics:
+    """BIRD-Interact files → ``bird_interact``; EvalBench (and any other) files → ``evalbench``."""
+    return "bird_interact" if dataset_format == "bird-interact" else "evalbench"
+
+
+@dataclass(frozen=True)
+class ResultRules:
+    """How a run turns golden and predicted SQL into a verdict: the semantics, and the policy for
+    an empty golden result (``evalbench`` only: ``bird_interact`` always fails it, as ex_base)."""
+
+    semantics: Semantics = "evalbench"
+    empty_gold: EmptyGold = "fail"
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any] | None, dataset_format: str | None) -> "ResultRules":
+        """Read ``semantics`` and ``empty_gold`` from ``exec_match``'s options (defaults by format)."""
+        options = options or {}
+        semantics = options.get("semantics") or default_semantics(dataset_format)
+        if semantics not in SEMANTICS:
+            raise ValueError(f"exec_match: semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+        empty_gold = options.get("empty_gold", "fail")
+        if empty_gold not in EMPTY_GOLD_POLICIES:
+            raise ValueError(f"exec_match: empty_gold must be one of {', '.join(EMPTY_GOLD_POLICIES)}, got {empty_gold!r}")
+        if semantics == "bird_interact" and empty_gold != "fail":
+            raise ValueError("exec_match: empty_gold applies to semantics: evalbench only "
+                             "(BIRD-Interact's evaluator fails every answer to an empty golden result)")
+        return cls(semantics, empty_gold)
+
+    @property
+    def bird(self) -> bool:
+        return self.semantics == "bird_interact"
+
+    def describe(self) -> dict[str, Any]:
+        return {"semantics": self.semantics, "empty_gold": self.empty_gold}
+
+    def golden_runs(self, phase: "PhaseRecord") -> list[list[str]]:
+        """The golden SQL run for each golden result: the whole script once (BIRD-Interact), or
+        each alternative on its own (EvalBench); cleaned as BIRD-Interact cleans a question's."""
+        runs = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
+        if self.bird and phase.is_query:
+            runs = [clean_sql(run) for run in runs]
+        return runs
+
+    def compared_sql(self, phase: "PhaseRecord") -> str | None:
+        """The text of the agent's SQL that is compared when it differs from what the agent wrote."""
+        if not (self.bird and phase.is_query and phase.sql):
+            return None
+        cleaned = clean_sql([phase.sql])[0]
+        return cleaned if cleaned != phase.sql else None
+
+    @property
+    def preprocess_errors(self) -> Literal["fail", "stop"]:
+        """BIRD-Interact ignores a failing preprocess statement (execute_queries stops there and
+        the harness goes on); ours treats it as a broken item."""
+        return "stop" if self.bird else "fail"
+
+
+# --------------------------------------------------------------------------- execution
+
+
+def execute_golden(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRules) -> None:
+    """Run the phase's golden SQL (each golden result's script) and keep the results on the phase."""
+    from evalbench.db.statements import READ_KEYWORDS, split_statements, statement_kind
+
+    phase.golden_run_sql = rules.golden_runs(phase)
+    phase.preprocess_errors = rules.preprocess_errors
+    results = []
+    for run in phase.golden_run_sql:
+        writes = any(statement_kind(s)[0] not in READ_KEYWORDS for text in run for s in split_statements(text))
+        mode = "write" if writes or not phase.is_query else "read"  # a golden script may fill a temp table
+        results.append(sandbox.execute(run, mode=mode, preprocess=phase.preprocess,
+                                       preprocess_errors=rules.preprocess_errors))
+    phase.golden = results
+
+
+def execute_generated(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRules) -> None:
+    """Run the agent's SQL as written and, under ``bird_interact``, its cleaned text too."""
+    if not phase.sql:
+        return
+    mode = "read" if phase.is_query else "write"
+    phase.generated = sandbox.execute(phase.sql, mode=mode, preprocess=phase.preprocess,
+                                      preprocess_errors=rules.preprocess_errors)
+    cleaned = rules.compared_sql(phase)
+    if cleaned is not None and phase.generated.ok:
+        phase.compared_sql = cleaned
+        phase.compared = sandbox.execute([cleaned], mode=mode, preprocess=phase.preprocess,
+                                         preprocess_errors=rules.preprocess_errors)
+
+
+def golden_problem(phase: "PhaseRecord", rules: ResultRules) -> tuple[str, str] | None:
+    """Why the phase's golden results cannot judge an answer: ``("db_error", message)`` when the
+    database itself failed, ``("invalid_item", message)`` when the dataset's SQL is the problem
+    (it errors, times out, is not allowed, or its result exceeds the row cap); None when usable."""
+    results: list[ExecutionResult] = phase.golden
+    if not results:
+        return ("invalid_item", "the item has no golden SQL")
+    for result in results:
+        if result.error_kind == "connection":
+            return ("db_error", f"golden SQL failed (connection): {result.error}")
+    usable = [r for r in results if r.error is None and not (r.truncated and not rules.bird)]
+    if usable:
+        return None
+    first = results[0]
+    if first.error is not None:
+        cleaned = " after BIRD-Interact's cleaning" if rules.bird and phase.is_query else ""
+        return ("invalid_item", f"golden SQL failed{cleaned} ({first.error_kind}): {first.error}")
+    return ("invalid_item", f"golden result truncated at the row cap ({first.row_count} rows): it cannot be compared")
