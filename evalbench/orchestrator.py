@@ -27,7 +27,7 @@ from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
 from evalbench.db.provision import ProvisionReport, find_setup, provision
 from evalbench.db.sandbox import Sandbox
-from evalbench.db.schema import SchemaCatalog
+from evalbench.db.schema import QueryCatalog, SchemaCatalog
 from evalbench.db.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError
 from evalbench.results.reports import ReportSet
@@ -79,10 +79,10 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         )
 
     knowledge = load_knowledge(config.knowledge_path)
-    schemas = SchemaCatalog()
+    schemas, queries = SchemaCatalog(), QueryCatalog()
     try:
         plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format)
-        agent = build_agent(config.agent, AgentContext(seed=config.seed, schema=schemas, knowledge=knowledge))
+        agent = build_agent(config.agent, AgentContext(seed=config.seed, schema=schemas, knowledge=knowledge, query=queries))
         vuser = build_vuser(config.vuser, config.seed, knowledge)
         scorers = plan.build()
     except (KeyError, ValueError) as exc:
@@ -178,6 +178,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         sandbox, conninfo = open_sandbox(config, dialect, database, report)
         sandboxes.append(sandbox)
         schemas.register(dialect, database, conninfo)
+        queries.register(dialect, database, sandbox)
         work = StageWork(Parts(agent, vuser, sandbox, scorers, plan.rules, plan.primary))
         for item in dataset.items(group):
             if item.id in done:

@@ -65,8 +65,8 @@ def surfaced_mutation(record: dict[str, Any], phase: dict[str, Any], item: Item)
     last = replies[-1]
     if last["kind"] == "error":
         return "timeout" if last["error_kind"] == "timeout" else "agent_error"
-    if last["kind"] == "answer":
-        return "no_answer"
+    if last["kind"] == "answer":  # a refusal, or the right answer in words
+        return "no_answer" if last["text"].startswith("I could not") else "nl_answer"
     clear = name == "follow_up" or not record["ambiguous"]
     if phase["clarifications"] and clear:
         return "needless_question"
@@ -115,7 +115,9 @@ def _ran(record: dict[str, Any], phase: dict[str, Any]) -> bool:
 SURFACES = [
     Surface(("agent_error",), "HTTP 500", lambda r, p: True, FailureKind.AGENT_ERROR, lambda p: "http_500", True),
     Surface(("timeout",), "no answer in time", lambda r, p: True, FailureKind.TIMEOUT, lambda p: "in time", True),
-    Surface(("no_answer",), "words, no SQL", lambda r, p: True, FailureKind.NO_SQL, lambda p: "without SQL", True),
+    # the quickstart accepts answers in words (accept_nl_answers): answer_match judges them
+    Surface(("no_answer",), "a refusal in words", lambda r, p: True, FailureKind.WRONG_ANSWER, lambda p: "refusal", True),
+    Surface(("nl_answer",), "the right answer in words", lambda r, p: True, None, None, False),
     Surface(("sql_error",), "misspelt column", lambda r, p: _is_query(r), FailureKind.SQL_ERROR,
             lambda p: _gen(p)["error"], True),
     Surface(("missing_column",), "fewer columns", lambda r, p: _ran(r, p) and _gen(p)["row_count"] > 0,
@@ -128,9 +130,9 @@ SURFACES = [
             FailureKind.WRONG_ROW_COUNT, lambda p: f"golden {_gold_rows(p)}", False),
     Surface(("wrong_filter",), "same row count", lambda r, p: _ran(r, p) and 0 < _gen(p)["row_count"] == _gold_rows(p),
             FailureKind.WRONG_VALUES, lambda p: "different values", False),
-    # both empty: the mutation goes unnoticed (exec_match flags it both_empty)
+    # an empty golden result: every answer fails (the demo dataset has none)
     Surface(SQL_MUTATIONS, "golden empty too", lambda r, p: _ran(r, p) and _gen(p)["row_count"] == 0 == _gold_rows(p),
-            None, None, False),
+            FailureKind.EMPTY_GOLD, None, False),
     Surface(("skip_clarification",), "guessed, ran", lambda r, p: _ran(r, p), FailureKind.MISSING_CLARIFICATION,
             lambda p: "without asking", True),
     Surface(("needless_question",), "then the right SQL", lambda r, p: p["outcome"] == "scored" and not phase_failed(p),

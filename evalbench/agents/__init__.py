@@ -41,6 +41,10 @@ def _no_schema(dialect: str, database: str) -> str:
     return ""
 
 
+def _no_query(dialect: str, database: str, sql: str) -> list[tuple[Any, ...]] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class AgentContext:
     """What the run gives an agent besides its config."""
@@ -48,6 +52,9 @@ class AgentContext:
     seed: int = 0
     schema: Callable[[str, str], str] = _no_schema  # (dialect, database) -> schema text
     knowledge: "Knowledge" = field(default_factory=dict)
+    # (dialect, database, sql) -> rows, read-only through the sandbox (None: failed or unknown
+    # database); for offline agents that answer in words
+    query: Callable[[str, str, str], list[tuple[Any, ...]] | None] = _no_query
 
 
 AgentFactory = Callable[[Any, AgentContext], Agent]  # (agent config, context) -> Agent

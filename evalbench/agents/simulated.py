@@ -2,12 +2,14 @@
 
 ``simulated:oracle`` answers with the golden SQL and, when the item is ambiguous, first asks
 about each annotated term. ``simulated:noisy`` behaves like the oracle except that, seeded per
-conversation, a phase fails in one of the realistic ways of :data:`FAILURE_KINDS`.
+conversation, a phase fails in one of the realistic ways of :data:`FAILURE_KINDS` — or, with
+``nl_answer``, answers correctly in words (the golden result, read through the sandbox).
 Both peek at the item on purpose: they stand in for an agent, they are not one.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import time
 from typing import Any
@@ -28,6 +30,7 @@ FAILURE_KINDS = (
     "no_answer",  # natural-language reply with no SQL
     "agent_error",  # the agent crashes
     "timeout",  # the agent does not answer in time
+    "nl_answer",  # not a failure: the right answer in words, no SQL (judged by answer_match)
 )
 
 DEFAULT_FAILURE_RATES = {
@@ -40,12 +43,15 @@ DEFAULT_FAILURE_RATES = {
     "no_answer": 0.04,
     "agent_error": 0.02,
     "timeout": 0.01,
+    "nl_answer": 0.05,
 }
+MAX_WORDS_CELLS = 12  # a result of more cells is given as SQL, not in words
 
 
 class SimulatedAgent:
     def __init__(self, config: Any, context: AgentContext) -> None:
         self.name = config.agent
+        self.query = context.query
         self.noisy = config.agent == "simulated:noisy"
         self.seed = config.seed if config.seed is not None else context.seed
         self.latency_s = config.latency_s
@@ -121,9 +127,42 @@ class SimulatedSession:
                 return AgentReply(ReplyKind.CLARIFICATION, text=f'When you say "{term}", what exactly do you mean?')
         if failure == "no_answer":
             return AgentReply(ReplyKind.ANSWER, text="I could not find that information in the database.")
+        if failure == "nl_answer":
+            words = self._in_words(golden)
+            if words is not None:
+                return AgentReply(ReplyKind.ANSWER, text=words)
         if failure in ("wrong_filter", "missing_column", "sql_error", "empty_result"):
             return AgentReply(ReplyKind.SQL, sql=mutate(golden, failure))
         return AgentReply(ReplyKind.SQL, sql=golden)
+
+
+    def _in_words(self, golden: str) -> str | None:
+        """The golden result as a sentence (None when it cannot be had or is too large); only for
+        a question without preprocess_sql, so what the sandbox returns is the golden result."""
+        item = self.item
+        if not item.is_query or item.preprocess_sql or self.in_follow_up:
+            return None
+        rows = self.agent.query(item.dialect, item.database, golden)
+        if not rows or sum(len(row) for row in rows) > MAX_WORDS_CELLS:
+            return None
+        if len(rows) == 1 and len(rows[0]) == 1:
+            return f"The answer is {in_words(rows[0][0])}."
+        return "Here is what I found: " + "; ".join(", ".join(in_words(v) for v in row) for row in rows) + "."
+
+
+def in_words(value: Any) -> str:
+    """A cell as an agent would write it in a sentence."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ", timespec="minutes")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
 
 
 # --------------------------------------------------------------------------- SQL mutations

@@ -22,6 +22,7 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.pool import QueuePool
 
+from evalbench.db.pgtypes import register_loaders
 from evalbench.db.statements import (
     READ_KEYWORDS,
     STREAM_KEYWORDS,
@@ -88,13 +89,13 @@ class Sandbox:
         self._chunk = min(max_rows + 1, 1000)
         self._limiter = RateLimiter(executions_per_minute, burst=pool_size) if executions_per_minute else None
         self._pool = QueuePool(
-            lambda: psycopg.connect(
+            lambda: register_loaders(psycopg.connect(
                 conninfo,
                 autocommit=True,
                 connect_timeout=int(connect_timeout_s),
                 # session defaults: every transaction is read-only unless begun READ WRITE
                 options=f"-c statement_timeout={self.statement_timeout_ms} -c default_transaction_read_only=on",
-            ),
+            )),
             pool_size=pool_size,
             max_overflow=0,
             timeout=max(60.0, statement_timeout_s * 4),

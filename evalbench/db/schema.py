@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 import psycopg
 
@@ -55,3 +55,20 @@ class SchemaCatalog:
                 source = self._sources.get(key)
                 self._cache[key] = source() if source else ""
             return self._cache[key]
+
+
+class QueryCatalog:
+    """Read-only queries per (dialect, database) through its sandbox, once it is provisioned."""
+
+    def __init__(self) -> None:
+        self._sandboxes: dict[tuple[str, str], Any] = {}
+
+    def register(self, dialect: str, database: str, sandbox: Any) -> None:
+        self._sandboxes[(dialect, database)] = sandbox
+
+    def __call__(self, dialect: str, database: str, sql: str) -> list[tuple[Any, ...]] | None:
+        sandbox = self._sandboxes.get((dialect, database))
+        if sandbox is None:
+            return None
+        result = sandbox.execute(sql, mode="read")
+        return None if result.error is not None or result.truncated else result.rows

@@ -114,6 +114,12 @@ def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True
     if sql and phase.get("sql"):
         out.append("  final SQL:")
         out.extend(_block(phase["sql"], width, "    "))
+    if phase.get("answer") and not phase.get("sql"):  # an answer in words, shown next to the golden result
+        out.append("  answer in words:")
+        out.extend(_wrap(_clip(str(phase["answer"])), width, "    "))
+    if phase.get("compared_sql"):
+        out.append("  compared as (BIRD-Interact's cleaning):")
+        out.extend(_block(phase["compared_sql"], width, "    "))
     out.extend(_wrap("generated: " + _result_head(phase.get("generated")), width, "  ", "      "))
     if preview and phase.get("generated"):
         out.extend(_table(phase["generated"], width, "    "))

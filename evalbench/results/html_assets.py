@@ -503,7 +503,10 @@ JS = r"""
       panel.appendChild(el("details", { class: "tool" }, el("summary", { text: "earlier attempt " + (k + 1) }),
         a.sql ? el("pre", { class: "sql" }, el("code", { text: a.sql })) : null, el("pre", {}, el("code", { text: json(a.scores) }))));
     });
-    var grid = el("div", { class: "phase-grid" }, resultBox("Generated", p.generated, "generated"));
+    var answered = !p.sql && p.answer;  // an answer in words: shown where the generated result would be
+    var grid = el("div", { class: "phase-grid" }, answered
+      ? el("div", { class: "result generated answer" }, el("h4", { text: "Answer in words" }), el("div", { class: "text", text: p.answer }))
+      : resultBox("Generated", p.generated, "generated"));
     (p.golden || []).forEach(function (g, k) { grid.appendChild(resultBox(p.golden.length > 1 ? "Golden #" + (k + 1) : "Golden", g, "golden")); });
     panel.appendChild(grid);
     panel.appendChild(el("h4", { text: "Scores" }));

@@ -42,6 +42,7 @@ ScorerFactory = Callable[[dict[str, Any]], Scorer]
 
 class _ScorerRegistry(Registry[ScorerFactory]):
     def _load(self) -> None:
+        import evalbench.scoring.answer_match  # noqa: F401
         import evalbench.scoring.execution  # noqa: F401
         import evalbench.scoring.llmrater  # noqa: F401
         import evalbench.scoring.metrics  # noqa: F401

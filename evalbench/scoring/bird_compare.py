@@ -131,26 +131,47 @@ def last_rows(statement: str, result: ExecutionResult) -> list[tuple[Any, ...]] 
     None for a statement that returns no rows (an UPDATE, a CREATE)."""
     if not result.columns and not result.rows:
         return None
-    if statement.strip().lower().startswith(("select", "with")):
-        return result.rows[:MAX_ROWS]
-    return result.rows
+    return result.rows[:MAX_ROWS] if _capped(statement) else result.rows
+
+
+def _capped(statement: str) -> bool:
+    """``perform_query_on_postgresql_databases`` fetches at most 10,000 rows of a statement whose
+    text starts with ``select`` or ``with`` (``fetchmany``), every row of any other (``fetchall``)."""
+    return statement.strip().lower().startswith(("select", "with"))
+
+
+_ADDRESSES = (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Interface, ipaddress.IPv6Interface,
+              ipaddress.IPv4Network, ipaddress.IPv6Network)
 
 
 def psycopg2_value(value: Any) -> Any:
     """The Python value psycopg2 (upstream's driver) gives for what psycopg 3 loaded: uuid, inet
-    and cidr as text, bytea as an (unhashable) memoryview, ranges as text; arrays element-wise."""
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Interface,
-                          ipaddress.IPv6Interface, ipaddress.IPv4Network, ipaddress.IPv6Network)):
+    and cidr as text; a uuid or inet array as the server's array text (psycopg2 has no array
+    loader for them); a record as the server's record text; bytea as a memoryview; ranges as
+    text; other arrays element-wise."""
+    if isinstance(value, (uuid.UUID, *_ADDRESSES)):
         return str(value)
     if isinstance(value, (bytes, bytearray)):
         return memoryview(bytes(value))
     if isinstance(value, list):
+        if value and all(v is None or isinstance(v, (uuid.UUID, *_ADDRESSES)) for v in value):
+            return "{" + ",".join("NULL" if v is None else str(v) for v in value) + "}"
         return [psycopg2_value(v) for v in value]
+    if isinstance(value, tuple):  # an anonymous record, loaded by psycopg 3 as a tuple of texts
+        return "(" + ",".join(_record_field(v) for v in value) + ")"
     if type(value).__name__ == "Range":  # psycopg.types.range.Range
         return str(value)
     return value
+
+
+def _record_field(value: Any) -> str:
+    """One field as PostgreSQL's record output writes it (record_out's quoting)."""
+    if value is None:
+        return ""
+    text = str(value)
+    if text == "" or any(c in text for c in '",\\() \t\n\r'):
+        return '"' + text.replace("\\", "\\\\").replace('"', '""') + '"'
+    return text
 
 
 def _round_nested(value: Any) -> Any:
@@ -193,14 +214,17 @@ def compare(generated: ExecutionResult | None, generated_sql: str, golden: Execu
         return BirdVerdict(False, f"pred_raw_{kind}", f"the SQL as written failed: {raw_generated.error}")
     if generated is None:
         return BirdVerdict(False, "pred_raw_error", "no SQL was executed")
-    for side, result in (("pred", generated), ("gold", golden)):
+    for side, result, sql in (("pred", generated, generated_sql), ("gold", golden, golden_sql)):
         if result.error is not None:
             kind = "timeout" if result.error_kind == "timeout" else "error"
             return BirdVerdict(False, f"{side}_clean_{kind}",
                                f"{'generated' if side == 'pred' else 'golden'} SQL failed after cleaning: {result.error}")
-        if result.truncated and result.row_count < MAX_ROWS:
-            return BirdVerdict(False, f"{side}_truncated", f"a result exceeds execution.max_rows ({result.row_count}); "
-                               f"BIRD-Interact compares the first {MAX_ROWS:,} rows: raise max_rows to {MAX_ROWS:,}")
+        if result.truncated and not (_capped(sql) and result.row_count >= MAX_ROWS):
+            # upstream keeps 10,000 rows of a SELECT/WITH and every row of anything else: the
+            # rows we hold (execution.max_rows) are not the rows it compares
+            return BirdVerdict(False, f"{side}_truncated", f"a result exceeds execution.max_rows ({result.row_count:,} "
+                               f"rows kept); BIRD-Interact compares the first {MAX_ROWS:,} rows of a SELECT or WITH "
+                               "and every row of any other statement")
     pred_rows, gold_rows = last_rows(generated_sql, generated), last_rows(golden_sql, golden)
     try:
         pred, gold = preprocess_rows(pred_rows or []), preprocess_rows(gold_rows or [])

@@ -147,16 +147,17 @@ def parse_options(options: Any) -> LlmRaterOptions:
         raise _config_error(NAME, message, option) from None
 
 
-def load_prompt(path: Path | None) -> tuple[Path, str, str]:
+def load_prompt(path: Path | None, default: str = PROMPT, required: str = REQUIRED_PLACEHOLDER,
+                scorer: str = NAME) -> tuple[Path, str, str]:
     """(path, template, sha256 of the file's bytes) of the judge prompt."""
-    path = path or default_prompt(PROMPT)
+    path = path or default_prompt(default)
     try:
         data = path.read_bytes()
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _config_error(NAME, f"cannot read the prompt {path}: {exc}", "prompt_file") from None
-    if REQUIRED_PLACEHOLDER not in text:
-        raise _config_error(NAME, f"the prompt {path} lacks the placeholder {REQUIRED_PLACEHOLDER}", "prompt_file")
+        raise _config_error(scorer, f"cannot read the prompt {path}: {exc}", "prompt_file") from None
+    if required not in text:
+        raise _config_error(scorer, f"the prompt {path} lacks the placeholder {required}", "prompt_file")
     return path, text, hashlib.sha256(data).hexdigest()
 
 
@@ -298,6 +299,7 @@ class LlmRater:
 
     name = NAME
     is_metric = False
+    prompt_name, required_placeholder, config_key = PROMPT, REQUIRED_PLACEHOLDER, f"scorers.{NAME}"
 
     def __init__(self, options: dict[str, Any] | None) -> None:
         from google.genai import types
@@ -305,8 +307,9 @@ class LlmRater:
         from evalbench.genai_client import make_genai_client
 
         self.options = parse_options(options)
-        self.prompt_path, self.template, self.prompt_sha256 = load_prompt(self.options.prompt_file)
-        made = make_genai_client(self.options, who="llmrater scorer", config_key=f"scorers.{NAME}")
+        self.prompt_path, self.template, self.prompt_sha256 = load_prompt(
+            self.options.prompt_file, self.prompt_name, self.required_placeholder, self.config_key.split(".", 1)[1])
+        made = make_genai_client(self.options, who=f"{self.config_key} judge", config_key=self.config_key)
         self.client, self.project, self.location = made.client, made.project, made.location
         self.limiter = CallLimiter(self.options.execs_per_minute, self.options.max_concurrency)
         self.rng = random.Random(self.options.seed)  # backoff jitter only
@@ -344,11 +347,15 @@ class LlmRater:
             return verdict
         if not any(isinstance(sql, str) and sql.strip() for sql in phase.golden_sql):
             return Score(0.0, False, detail="no golden SQL to judge against")
+        return self.judge(conversation, prompt_values(conversation, phase))
+
+    def judge(self, conversation: Conversation, values: dict[str, str]) -> Score:
+        """The votes on the prompt rendered with ``values``, as a score; never raises."""
         try:
-            prompt = render(self.template, prompt_values(conversation, phase))
+            prompt = render(self.template, values)
             return tally([self._vote(prompt, i) for i in range(self.options.votes)])
         except Exception as exc:  # a bug: still a score, never raised into the pipeline
-            log.warning("llmrater: item %s: judging failed", conversation.item.id, exc_info=True)
+            log.warning("%s: item %s: judging failed", self.config_key, conversation.item.id, exc_info=True)
             return Score(0.0, False, detail=f"llmrater: {type(exc).__name__}: {exc}", flags=("judge_error",))
 
     def _vote(self, prompt: str, index: int) -> Vote:

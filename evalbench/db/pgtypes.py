@@ -1,0 +1,52 @@
+"""How results are loaded into Python: as psycopg does, except that PostgreSQL's infinite dates
+and timestamps load as the largest and smallest Python values (as psycopg2 loads them, which
+BIRD-Interact's evaluator relies on) instead of failing the query."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from psycopg.types import datetime as pgdt
+
+_INFINITE = {
+    "date": (dt.date.max, dt.date.min),
+    "timestamp": (dt.datetime.max, dt.datetime.min),
+    "timestamptz": (dt.datetime.max.replace(tzinfo=dt.timezone.utc), dt.datetime.min.replace(tzinfo=dt.timezone.utc)),
+}
+# binary forms of +/- infinity: int32 / int64 extremes
+_BINARY = {"date": (b"\x7f\xff\xff\xff", b"\x80\x00\x00\x00"),
+           "timestamp": (b"\x7f\xff\xff\xff\xff\xff\xff\xff", b"\x80\x00\x00\x00\x00\x00\x00\x00")}
+_BINARY["timestamptz"] = _BINARY["timestamp"]
+
+
+def _loader(base: type, name: str, binary: bool) -> type:
+    plus, minus = _INFINITE[name]
+    tokens = _BINARY[name] if binary else (b"infinity", b"-infinity")
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        def load(self, data: Any) -> Any:
+            raw = bytes(data)
+            if raw == tokens[0]:
+                return plus
+            if raw == tokens[1]:
+                return minus
+            return super().load(data)
+
+    Loader.__name__ = f"Infinite{base.__name__}"
+    return Loader
+
+
+_LOADERS = [
+    ("date", pgdt.DateLoader, False), ("date", pgdt.DateBinaryLoader, True),
+    ("timestamp", pgdt.TimestampLoader, False), ("timestamp", pgdt.TimestampBinaryLoader, True),
+    ("timestamptz", pgdt.TimestamptzLoader, False), ("timestamptz", pgdt.TimestamptzBinaryLoader, True),
+]
+LOADERS = [(name, _loader(base, name, binary)) for name, base, binary in _LOADERS]
+
+
+def register_loaders(conn: Any) -> Any:
+    """Register the loaders on a connection (returns it, for use in a connect factory)."""
+    for name, loader in LOADERS:
+        conn.adapters.register_loader(name, loader)
+    return conn
