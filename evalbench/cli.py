@@ -35,6 +35,8 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     gates.add_argument("--baseline", metavar="RUN_DIR", help="the run --max-regression compares with")
     gates.add_argument("--max-regression", action="append", default=[], metavar="METRIC=DELTA",
                        help="fail when METRIC dropped by more than DELTA (0.02 or 2%%) since --baseline")
+    gates.add_argument("--force", action="store_true",
+                       help="check --max-regression against a baseline whose semantics or primary verdicts differ")
     gates.add_argument("--max-infra-errors", type=int, default=0, metavar="N",
                        help="exit 3 when more than N conversations end in db_error or vuser_error (default 0)")
 
@@ -107,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="compare two runs item by item, with paired statistics",
         description="Align two runs by item id, list the flips, test the difference (McNemar exact test, paired "
-        "bootstrap CI) and write compare.html and compare.md. Runs on different datasets, scorers or virtual "
-        "users are refused unless --force.",
+        "bootstrap CI) and write compare.html and compare.md. Runs on different datasets, scorers, semantics, "
+        "primary verdicts or virtual users are refused unless --force.",
         epilog="example:\n  evalbench compare results/<baseline> results/<candidate>",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -229,6 +231,14 @@ def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, th
     from evalbench.results.summary_md import render_summary_markdown
 
     fail_under, max_regression, baseline = thresholds
+    if baseline is not None and not args.force:
+        from evalbench.results.comparison import scoring_differences
+
+        differences = scoring_differences(baseline.get("scoring"), summary.get("scoring"))
+        if differences:
+            print(f"error: --baseline {args.baseline} decides its verdicts otherwise than this run "
+                  f"({'; '.join(differences)}); use --force to compare anyway", file=sys.stderr)
+            return EXIT_CONFIG
     gates = check_gates(summary, fail_under, max_regression, baseline)
     if gates:
         write_atomic(run_dir / "summary.md", render_summary_markdown(summary, gates))

@@ -79,6 +79,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         )
 
     knowledge = load_knowledge(config.knowledge_path)
+    _check_knowledge(config, scan.groups, knowledge)
     schemas, queries = SchemaCatalog(), QueryCatalog()
     try:
         plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format)
@@ -246,6 +247,26 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     manifest["summary_extra"] = extra  # what `evalbench report` needs besides the journal
     writer.write_manifest(manifest)
     return RunResult(run_id, run_dir, summary, scan.errors, cancelled)
+
+
+def _check_knowledge(config: RunConfig, groups: Any, knowledge: dict[str, Any]) -> None:
+    """A configured knowledge directory must hold the knowledge of the dataset's databases:
+    one that does not (a wrong folder) is an error naming the key, not silently ignored."""
+    directory = config.knowledge_directory
+    if directory is None:
+        return
+    where = str(config.source) if config.source else None
+    if not directory.is_dir():
+        raise ConfigError(f"not a directory: {directory}", file=where, key="knowledge_directory")
+    databases = sorted({database for _, database in groups})
+    missing = [database for database in databases if database not in knowledge]
+    if missing and len(missing) == len(databases):
+        found = ", ".join(sorted(p.name for p in directory.glob("*_kb.jsonl"))) or "none"
+        raise ConfigError(f"{directory} holds no {missing[0]}_kb.jsonl (knowledge files found: {found})",
+                          file=where, key="knowledge_directory")
+    for database in missing:
+        log.warning("knowledge_directory %s has no %s_kb.jsonl: items of %s get no external knowledge",
+                    directory, database, database)
 
 
 def _patience(config: RunConfig) -> int:

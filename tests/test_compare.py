@@ -305,3 +305,87 @@ def test_column_permutation_search_is_optional():
     assert verdict.match and verdict.flags == ("column_order",)
     other = ExecutionResult(columns=["b", "a"], rows=[("x", 2), ("y", 1)])
     assert not compare(other, golden, Conditions(), False, permute_columns=True).match
+
+
+# --------------------------------------------------------------------------- properties of the evalbench semantics
+
+
+@settings(max_examples=300, database=None, deadline=None)
+@given(value=st.decimals(allow_nan=False, allow_infinity=False, min_value=-(10**12), max_value=10**12, places=6),
+       places=st.integers(min_value=0, max_value=4))
+def test_rounding_is_exact_half_up_on_the_decimal_text(value, places):
+    from decimal import ROUND_HALF_UP
+
+    from evalbench.scoring.compare import round_half_up
+
+    expected = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    assert round_half_up(value, places) == expected
+    as_float = float(value)
+    # a float rounds as the decimal text the database prints for it (its shortest repr), never through binary
+    assert round_half_up(as_float, places) == Decimal(repr(as_float)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    assert compare(result(col(as_float)), result(col(expected)), Conditions(decimal=places), False).match
+
+
+@settings(max_examples=200, database=None, deadline=None)
+@given(whole=st.integers(min_value=-(10**6), max_value=10**6), places=st.integers(min_value=0, max_value=3))
+def test_half_way_values_round_away_from_zero(whole, places):
+    from evalbench.scoring.compare import round_half_up
+
+    half = Decimal(whole).scaleb(-places) + Decimal(5).scaleb(-places - 1) * (1 if whole >= 0 else -1)
+    rounded = round_half_up(half, places)
+    assert abs(rounded) > abs(half)  # away from zero, never to even
+    assert round_half_up(float(half), places) == rounded or repr(float(half)) != str(half)
+
+
+@settings(max_examples=300, database=None, deadline=None)
+@given(x=st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300).filter(lambda v: abs(v) > 1e-300),
+       small=st.floats(min_value=-1e-10, max_value=1e-10), large=st.floats(min_value=1e-8, max_value=1e-3),
+       sign=st.sampled_from([1, -1]))
+def test_the_float_tolerance_is_relative_and_between_floats_only(x, small, large, sign):
+    near, far = x * (1 + small), x * (1 + sign * large)
+    assert compare(result(col(near)), result(col(x)), PLAIN, False).match
+    assert not compare(result(col(far)), result(col(x)), PLAIN, False).match
+    # an exact number against a float is compared exactly: no tolerance leaks into integers or NUMERIC
+    if abs(x) < 2**60 and x == int(x) and near != x:
+        assert not compare(result(col(int(x))), result(col(near)), PLAIN, False).match
+
+
+@settings(max_examples=200, database=None, deadline=None)
+@given(n=st.integers(min_value=2**53, max_value=2**62), delta=st.integers(min_value=1, max_value=100))
+def test_big_integers_never_equal_a_nearby_float(n, delta):
+    assert not compare(result(col(n + delta)), result(col(float(n))), PLAIN, False).match or float(n) == n + delta
+
+
+@settings(max_examples=200, database=None, deadline=None)
+@given(rows=row_lists(), cond=conditions, ordered=st.booleans())
+def test_the_empty_golden_policy(rows, cond, ordered):
+    empty = result([])
+    fail = compare(result(rows), empty, cond, ordered, empty_gold="fail")
+    assert not fail.match and fail.applicable and "empty_gold" in fail.flags
+    passed = compare(result(rows), empty, cond, ordered, empty_gold="pass")
+    assert passed.match is (not rows)
+    skipped = compare(result(rows), empty, cond, ordered, empty_gold="n/a")
+    assert not skipped.applicable and not skipped.match
+
+
+@settings(max_examples=200, database=None, deadline=None)
+@given(data=st.data(), cond=conditions)
+def test_an_unordered_verdict_is_symmetric(data, cond):
+    a = data.draw(row_lists(min_size=1))
+    b = data.draw(st.one_of(st.permutations(a), row_lists(min_size=1)))
+    assert compare(result(a), result(b), cond, False).match == compare(result(b), result(a), cond, False).match
+
+
+@settings(max_examples=150, database=None, deadline=None)
+@given(data=st.data(), decimal=st.integers(min_value=-1, max_value=4))
+def test_adding_distinct_to_a_result_without_duplicates_changes_nothing(data, decimal):
+    """The documented DISTINCT rule: a prediction is judged by its rows. DISTINCT on a result that
+    has no duplicate rows returns the same rows (in any order): it passes in every mode that does
+    not check order, whatever conditions.distinct says."""
+    from evalbench.scoring.compare import normalise_rows
+
+    raw = data.draw(row_lists(min_size=1))
+    unique = list({key: row for key, row in zip(normalise_rows(raw, decimal), raw)}.values())
+    with_distinct = data.draw(st.permutations(unique))  # a HashAggregate may return them in another order
+    for cond in (Conditions(decimal=decimal), Conditions(distinct=True, decimal=decimal)):
+        assert compare(result(with_distinct), result(unique), cond, False).match

@@ -544,3 +544,22 @@ def test_scorer_option_files_are_relative_to_the_config(tmp_path):
     )
     options = load_run_config(config).scorers["llmrater"]
     assert options["prompt_file"] == str(tmp_path / "conf" / "prompts" / "judge.txt")
+
+
+def test_a_knowledge_directory_without_the_datasets_knowledge_is_an_error(tmp_path, pgdata):
+    """A configured knowledge directory that does not exist, is not a folder, or holds no
+    knowledge of the dataset's databases is an error naming the key (never silently ignored)."""
+    import io
+
+    from evalbench.errors import ConfigError
+    from evalbench.orchestrator import run
+
+    quickstart = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
+    with pytest.raises(ConfigError, match="knowledge_directory.*path does not exist"):
+        load_run_config(quickstart, knowledge_directory=str(tmp_path / "missing"))
+    (tmp_path / "other_kb.jsonl").write_text("")
+    for wrong in (tmp_path, tmp_path / "other_kb.jsonl"):
+        config = load_run_config(quickstart, knowledge_directory=str(wrong), reporting={"csv": {"output_directory": str(tmp_path)}})
+        with pytest.raises(ConfigError) as info:
+            run(config, progress=False, out=io.StringIO())
+        assert info.value.key == "knowledge_directory" and ("greenleaf_kb.jsonl" in str(info.value) or "not a directory" in str(info.value))

@@ -295,6 +295,7 @@ def _differences(a: dict[str, Any], b: dict[str, Any], metric: str) -> tuple[lis
                     f"vs B {json.dumps(options_b[name], sort_keys=True)}")
             # the compared scorer's options change its verdicts; with "success" any scorer may give them
             (refuse if metric in (name, SUCCESS) else notes).append(text)
+    refuse += scoring_differences(a.get("scoring"), b.get("scoring"))
     va, vb = a.get("vuser") or {}, b.get("vuser") or {}
     for key in VUSER_IDENTITY:
         if va.get(key) != vb.get(key):
@@ -303,6 +304,21 @@ def _differences(a: dict[str, Any], b: dict[str, Any], metric: str) -> tuple[lis
         if va.get(key) != vb.get(key):
             notes.append(f"virtual user {key}: A {va.get(key)!r} vs B {vb.get(key)!r}")
     return refuse, notes
+
+
+SCORING_IDENTITY = ("semantics", "empty_gold", "primary", "accept_nl_answers")
+
+
+def scoring_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+    """How two runs decide their verdicts differently (the manifests' or summaries' ``scoring``):
+    another semantics or other primary scorers make their success rates incomparable."""
+    if a is None and b is None:
+        return []
+    if a is None or b is None:
+        return [f"scoring: run {'A' if a is None else 'B'} records no semantics or primary verdicts "
+                "(it was made by an older evalbench)"]
+    return [f"scoring {key}: A {json.dumps(a.get(key), sort_keys=True)} vs B {json.dumps(b.get(key), sort_keys=True)}"
+            for key in SCORING_IDENTITY if a.get(key) != b.get(key)]
 
 
 def _phase_verdict(phase: dict[str, Any]) -> tuple[bool, str | None]:
