@@ -25,6 +25,7 @@ from evalbench.conversation import Conversation, Outcome, Stage, conversation_se
 from evalbench.dataset import Dataset, RecordError
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
+from evalbench.db.clones import CloneFactory
 from evalbench.db.provision import ProvisionReport, find_setup, provision
 from evalbench.db.sandbox import Sandbox
 from evalbench.db.schema import QueryCatalog, SchemaCatalog
@@ -293,6 +294,8 @@ def open_sandbox(config: RunConfig, dialect: str, database: str, report: Provisi
         max_rows=db_config.max_rows or config.execution.max_rows,
         executions_per_minute=db_config.max_executions_per_minute,
     )
+    if report.template is not None:  # test cases run on throwaway copies, each statement committed
+        sandbox.clones = CloneFactory(libpq_conninfo(target.admin), report.template, conninfo, report.sandbox_user)
     return sandbox, conninfo
 
 

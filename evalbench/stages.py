@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from evalbench.agents import Agent
@@ -141,10 +140,7 @@ class StageWork:
         sandbox = self.parts.sandbox
         if sandbox is not None:
             phase.conninfo, phase.sandbox = sandbox.conninfo, sandbox
-        # Test cases and state comparisons write (and restore sequences): not beside other writers.
-        writes = not phase.is_query and phase.outcome is None
-        with sandbox.write_lock if sandbox is not None and writes else nullcontext():
-            self._run_scorers(conv)
+        self._run_scorers(conv)  # scorers that write take the sandbox's write lock themselves
 
     def _run_scorers(self, conv: Conversation) -> None:
         """Pass/fail scorers first, then the primary verdict is chosen, then the metrics (the

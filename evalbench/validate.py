@@ -27,8 +27,7 @@ from evalbench.db.sandbox import ExecutionResult, Sandbox
 from evalbench.scoring.execution import golden_is_ordered
 from evalbench.scoring.plan import plan_scoring
 from evalbench.scoring.semantics import ResultRules, execute_golden, golden_problem
-from evalbench.scoring.test_cases import test_cases_of
-from evalbench.scoring.test_case_runner import run_test_case
+from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
 
 # A write statement that changes nothing the test cases look at: the "wrong answer" every test
 # case must reject.
@@ -95,21 +94,25 @@ def _has_fraction(result: ExecutionResult) -> bool:
                for row in result.rows for v in row)
 
 
-def check_test_cases(item: Item, report: ItemReport, conninfo: str, *, timeout_s: float, statement_timeout_s: float) -> None:
+def check_test_cases(item: Item, report: ItemReport, sandbox: Sandbox, *, timeout_s: float, statement_timeout_s: float,
+                     rules: ResultRules | None = None) -> None:
     """A phase's test cases must all pass for the golden SQL, and one at least must fail for a
     statement that changes nothing (a case may rightly check only that nothing else changed)."""
+    errors = (rules or ResultRules()).preprocess_errors
     for phase in filter(None, (main_phase(item, 0), follow_up_phase(item, 0))):
         cases, preprocess, clean_up = test_cases_of(item, phase)
-        options = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up,
-                       timeout_s=timeout_s, statement_timeout_s=statement_timeout_s)
-        name, golden, failed = phase.phase.value, phase.golden_sql, False
-        for index, case in enumerate(cases, 1):
-            verdict = run_test_case(conninfo, case, golden, golden, **options)
+        if not cases:
+            continue
+        options = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up, timeout_s=timeout_s,
+                       statement_timeout_s=statement_timeout_s, preprocess_errors=errors, lock=sandbox.write_lock)
+        name, golden = phase.phase.value, phase.golden_sql
+        verdicts = run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, golden, golden, **options)
+        for index, verdict in enumerate(verdicts, 1):
             if not verdict.passed:
-                failed = True
                 report.add("error", f"{name} test case {index}/{len(cases)} fails for the golden SQL ({verdict.kind}): "
                                     f"{verdict.message}")
-        if cases and not failed and all(run_test_case(conninfo, case, [NO_OP_SQL], golden, **options).passed for case in cases):
+        if all(v.passed for v in verdicts) and all(
+                v.passed for v in run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, [NO_OP_SQL], golden, **options)):
             report.add("error", f"{name} test cases all pass for a statement that changes nothing: they cannot tell a "
                                 "right answer from no answer")
 
@@ -194,8 +197,8 @@ def validate(config: RunConfig, *, test_cases: bool = True) -> ValidationReport:
                 item_report = check_item(item, sandbox, rules)
                 if sandbox is None:
                     item_report.add("error", "its database could not be set up")
-                elif test_cases and conninfo is not None:
-                    check_test_cases(item, item_report, conninfo, **_test_case_limits(config))
+                elif test_cases:
+                    check_test_cases(item, item_report, sandbox, rules=rules, **_test_case_limits(config))
                 report.reports.append(item_report)
         finally:
             if sandbox is not None:

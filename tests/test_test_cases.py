@@ -273,3 +273,69 @@ def test_demo_management_item(conninfo, instance_id):
             assert not verdict.passed and verdict.kind in {"assertion", "error", "forbidden"}, (wrong, verdict)
     with psycopg.connect(conninfo) as conn:
         assert conn.execute(state).fetchone() == before  # nothing persisted
+
+
+# --------------------------------------------------------------------------- on a throwaway copy
+
+
+@pytest.fixture(scope="module")
+def clones(pgdata):
+    """The demo database's copy factory, as a run makes it (provisioning leaves the template)."""
+    from evalbench.config import DatabaseConfig
+    from evalbench.db.clones import CloneFactory
+    from evalbench.db.provision import find_setup, provision
+    from evalbench.db.target import libpq_conninfo, resolve_target
+    from tests.conftest import DEMO
+
+    target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
+    report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
+    assert report.template is not None
+    sandbox_conninfo = libpq_conninfo(target.url(user=report.sandbox_user))
+    return CloneFactory(libpq_conninfo(target.admin), report.template, sandbox_conninfo, report.sandbox_user), sandbox_conninfo
+
+
+# The golden statement closes the orders placed *before now*; the test case first places one
+# "now". BIRD-Interact commits every statement, so the golden statement's NOW() is later and the
+# test's order is closed; in one shared transaction NOW() never moves and the order stays open.
+NOW_GOLDEN = "UPDATE orders SET status = 'closed' WHERE order_ts < NOW() AND status = 'open'"
+NOW_CASE = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    execute_queries("INSERT INTO orders (order_id, customer_id, store_id, order_ts, status, channel) "
+                    "VALUES (99001, 1, 1, NOW(), 'open', 'web')", db_name, conn)
+    execute_queries(pred_sqls, db_name, conn)
+    rows, err, _ = execute_queries("SELECT status FROM orders WHERE order_id = 99001", db_name, conn)
+    assert not err and rows == [('closed',)], f"the order placed before the statement is {rows}"
+"""
+
+
+def test_on_a_copy_each_statement_has_its_own_clock_and_nothing_persists(clones, conninfo):
+    from evalbench.scoring.test_cases import run_phase_test_cases
+
+    factory, sandbox_conninfo = clones
+    on_copy = run_phase_test_cases(factory, sandbox_conninfo, [NOW_CASE, NOW_CASE], [NOW_GOLDEN], [NOW_GOLDEN], db_name="greenleaf")
+    assert on_copy[0].passed, on_copy  # the golden SQL passes its own test case, as in BIRD-Interact
+    assert on_copy[1].passed  # one state for a phase's test cases, as upstream: the second sees the first's row
+    shared = run_phase_test_cases(None, sandbox_conninfo, [NOW_CASE], [NOW_GOLDEN], [NOW_GOLDEN], db_name="greenleaf")
+    assert not shared[0].passed and "open" in shared[0].message  # one transaction: one clock
+    with psycopg.connect(conninfo) as conn:  # nothing persisted, no copy left behind
+        assert conn.execute("SELECT count(*) FROM orders WHERE order_id = 99001").fetchone()[0] == 0
+        left = conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'greenleaf__evalbench_tpl_%\\_%'").fetchone()[0]
+        assert left == 0
+
+
+def test_on_a_copy_commit_in_test_code_stays_on_the_copy(clones, conninfo):
+    from evalbench.scoring.test_cases import run_phase_test_cases
+
+    case = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    cur = conn.cursor()
+    cur.execute("UPDATE stores SET manager_name = 'Committed' WHERE store_id = 2")
+    conn.commit()
+    rows, _, _ = execute_queries("SELECT manager_name FROM stores WHERE store_id = 2", db_name, conn)
+    assert rows == [('Committed',)]
+"""
+    factory, sandbox_conninfo = clones
+    verdicts = run_phase_test_cases(factory, sandbox_conninfo, [case], ["SELECT 1"], ["SELECT 1"], db_name="greenleaf")
+    assert verdicts[0].passed, verdicts
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT manager_name FROM stores WHERE store_id = 2").fetchone()[0] != "Committed"

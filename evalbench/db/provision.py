@@ -22,6 +22,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from evalbench.db.clones import make_template, template_mark, template_name
 from evalbench.db.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo
 from evalbench.errors import ProvisioningError
 
@@ -61,6 +62,7 @@ class ProvisionReport:
     tables_loaded: int = 0
     rows_loaded: int = 0
     warning: str | None = None
+    template: str | None = None  # the copy test cases are run on copies of (evalbench.db.clones)
 
 
 def find_setup(setup_directory: Path | None, database: str, dialect: str) -> SetupFiles | None:
@@ -106,7 +108,8 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
             comment = row[0] if row else None
             if row is not None and comment == f"{_MARK}ok:{checksum}":
                 sandbox_user, warning = _sandbox_user(target, admin, can_create_roles)
-                return ProvisionReport(target.name, "reused", checksum, sandbox_user, warning=warning)
+                template = _template(admin, target.name, checksum, fresh=False)
+                return ProvisionReport(target.name, "reused", checksum, sandbox_user, warning=warning, template=template)
             action = "created"
             if row is not None:
                 ours = bool(comment and comment.startswith(_MARK))
@@ -123,10 +126,26 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
             tables, rows = _load(target, setup)
             sandbox_user, warning = _sandbox_user(target, admin, can_create_roles, grant=True)
             _comment(admin, target.name, f"{_MARK}ok:{checksum}")
+            template = _template(admin, target.name, checksum, fresh=True)
             log.info("provisioned %s (%d tables, %d rows)", target.describe(), tables, rows)
-            return ProvisionReport(target.name, action, checksum, sandbox_user, tables, rows, warning)
+            return ProvisionReport(target.name, action, checksum, sandbox_user, tables, rows, warning, template)
         finally:
             admin.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (_MARK + target.name,))
+
+
+def _template(admin: psycopg.Connection, database: str, checksum: str, fresh: bool) -> str | None:
+    """The template test cases copy (made now when the database was just loaded, or is missing
+    or outdated); None when it cannot be made (the database is in use): test cases then run
+    inside one rolled-back transaction instead."""
+    mark = f"{_MARK}tpl:{checksum}"
+    if not fresh and template_mark(admin, database) == mark:
+        return template_name(database)
+    try:
+        return make_template(admin, database, mark)
+    except psycopg.Error as exc:
+        log.warning("no copy of %s for test cases (%s): they run in one rolled-back transaction instead, "
+                    "so every statement shares one clock", database, _pg_message(exc))
+        return None
 
 
 def _use_as_is(target: DatabaseTarget, admin: psycopg.Connection, can_create_roles: bool) -> ProvisionReport:

@@ -102,6 +102,7 @@ class Sandbox:
             reset_on_return=None,  # every execution ends with its own ROLLBACK
         )
         self.write_lock = threading.RLock()  # re-entered by scorers that run SQL while it is held
+        self.clones: Any = None  # evalbench.db.clones.CloneFactory, when test cases can run on copies
         self._warned_sequences = False
 
     def close(self) -> None:

@@ -135,6 +135,7 @@ def golden_problem(phase: "PhaseRecord", rules: ResultRules) -> tuple[str, str] 
         return None
     first = results[0]
     if first.error is not None:
-        cleaned = " after BIRD-Interact's cleaning" if rules.bird and phase.is_query else ""
+        written = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
+        cleaned = " after BIRD-Interact's cleaning" if phase.golden_run_sql and phase.golden_run_sql != written else ""
         return ("invalid_item", f"golden SQL failed{cleaned} ({first.error_kind}): {first.error}")
     return ("invalid_item", f"golden result truncated at the row cap ({first.row_count} rows): it cannot be compared")

@@ -1,8 +1,10 @@
 """The ``test_cases`` scorer: BIRD-Interact Management items, judged by their Python test cases.
 
-Each test case runs in its own process (:mod:`evalbench.scoring.test_case_runner`), connected
-with the sandbox's non-superuser conninfo, inside one transaction that is always rolled back.
-The phase passes when every test case passes; the detail names the first failure.
+A phase's test cases run in a child process (:mod:`evalbench.scoring.test_case_runner`) as the
+sandbox's non-superuser role: on a throwaway copy of the database, each statement committed as
+BIRD-Interact's harness does (so ``NOW()`` advances between statements), or — when no copy can
+be made — each in one transaction that is always rolled back. The phase passes when every test
+case passes; the detail names the first failure.
 
 The scorer needs the sandbox's conninfo, which scorers do not receive: it reads
 ``phase.conninfo`` (set by the scoring stage) or, failing that, the ``conninfo`` option.
@@ -10,12 +12,18 @@ The scorer needs the sandbox's conninfo, which scorers do not receive: it reads
 
 from __future__ import annotations
 
+import logging
+from contextlib import nullcontext
 from typing import Any
+
+import psycopg
 
 from evalbench.conversation import Conversation, Phase, PhaseRecord
 from evalbench.dataset import Item
 from evalbench.scoring import SCORERS, Score
-from evalbench.scoring.test_case_runner import run_test_case
+from evalbench.scoring.test_case_runner import TestCaseVerdict, run_test_cases
+
+log = logging.getLogger(__name__)
 
 _OPTIONS = {"timeout_s", "statement_timeout_s", "conninfo"}
 
@@ -55,14 +63,29 @@ class TestCases:
         conninfo = getattr(phase, "conninfo", None) or self.conninfo
         if not conninfo:
             return Score(0.0, False, detail="scorer error: no database connection for the test cases")
-        db_name = conversation.item.database
-        for index, case in enumerate(cases, 1):
-            verdict = run_test_case(
-                conninfo, case, [phase.sql], phase.golden_sql,
-                db_name=db_name, preprocess_sql=preprocess, clean_up_sqls=clean_up,
-                timeout_s=self.timeout_s, statement_timeout_s=self.statement_timeout_s,
-            )
+        sandbox = phase.sandbox
+        verdicts = run_phase_test_cases(getattr(sandbox, "clones", None), conninfo, cases, [phase.sql], phase.golden_sql,
+                                        lock=getattr(sandbox, "write_lock", None),
+                                        db_name=conversation.item.database, preprocess_sql=preprocess,
+                                        clean_up_sqls=clean_up, timeout_s=self.timeout_s,
+                                        statement_timeout_s=self.statement_timeout_s,
+                                        preprocess_errors=phase.preprocess_errors)
+        for index, verdict in enumerate(verdicts, 1):
             if not verdict.passed:
                 return Score(0.0, False, detail=f"test case {index}/{len(cases)} failed ({verdict.kind}): {verdict.message}",
                              flags=(verdict.kind,))
         return Score(1.0, True, detail=f"{len(cases)} test case(s) passed")
+
+
+def run_phase_test_cases(clones: Any, conninfo: str, cases: list[str], pred_sqls: list[str], sol_sqls: list[str],
+                         lock: Any = None, **options: Any) -> list[TestCaseVerdict]:
+    """A phase's test cases on a throwaway copy of the database when one can be made (each
+    statement committed, as BIRD-Interact), else in rolled-back transactions."""
+    if clones is not None:
+        try:
+            with clones.clone() as copy:  # a database of its own: no lock needed
+                return run_test_cases(conninfo, cases, pred_sqls, sol_sqls, clone=copy, **options)
+        except psycopg.Error as exc:
+            log.warning("no copy of the database for test cases (%s): running them in rolled-back transactions", exc)
+    with lock if lock is not None else nullcontext():  # they write (and restore sequences): not beside other writers
+        return run_test_cases(conninfo, cases, pred_sqls, sol_sqls, **options)

@@ -1,0 +1,174 @@
+"""What a BIRD-Interact test case finds in its globals, and its ``conn`` (child side of
+:mod:`evalbench.scoring.test_case_runner`).
+
+The helpers are those BIRD-Interact's ``single_instance_eval_postgresql.py::run_test_case`` gives
+a test case, written anew with the same behaviour: ``execute_queries`` and
+``perform_query_on_postgresql_databases`` (``evaluation/src/postgresql_utils.py``: a statement
+whose text starts with ``select``/``with`` yields at most 10,000 rows, any other all its rows or
+None; the queries after a failing one are not run), ``ex_base``, ``preprocess_results``,
+``remove_distinct`` and ``check_sql_function_usage`` (``postgresql_test_utils.py``: ``ex_base``
+compares two results as Python sets after turning dates into ``YYYY-MM-DD`` text, with no
+rounding), ``pred_query_result`` (the rows of the harness's own run of the predicted SQL) and
+``date``.
+
+A statement is committed on its own when the test cases run on a throwaway copy (``commit_each``),
+as upstream does, or runs under a savepoint of the one transaction that is rolled back at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+MAX_ROWS = 10_000  # postgresql_utils.perform_query_on_postgresql_databases
+
+
+class GuardedConnection:
+    """What a test case gets as ``conn``: cursors work; ``commit`` and ``rollback`` act only on a
+    throwaway copy (in the one-transaction mode they are no-ops, so nothing can be committed);
+    ``close`` does nothing."""
+
+    def __init__(self, conn: Any, commit_each: bool) -> None:
+        self._conn = conn
+        self._commit_each = commit_each
+
+    def commit(self) -> None:
+        if self._commit_each:
+            self._conn.commit()
+
+    def rollback(self) -> None:
+        if self._commit_each:
+            self._conn.rollback()
+
+    def close(self) -> None:
+        pass
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return self._conn.cursor(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in {"execute", "autocommit", "transaction", "set_autocommit"}:
+            raise AttributeError(f"conn.{name} is not available to test cases")
+        return getattr(self._conn, name)
+
+
+class Helpers:
+    def __init__(self, conn: Any, statement_timeout_ms: int, commit_each: bool) -> None:
+        self.conn = conn
+        self.timeout = statement_timeout_ms
+        self.commit_each = commit_each
+        self.counter = 0
+        self.errors: list[str] = []  # SQL errors the helpers swallowed, for the failure message
+        self.agent_statements: set[str] = set()  # run through the extended protocol: one command each
+        self.pred_query_result: Any = None
+
+    def run_statement(self, statement: str) -> Any:
+        """One statement, committed alone or under a savepoint; its rows (None when it returns none)."""
+        import psycopg
+
+        self.counter += 1
+        savepoint = f"evalbench_tc_{self.counter}"
+        if not self.commit_each:
+            self.conn.execute(f"SAVEPOINT {savepoint}")
+            self.conn.execute(f"SET LOCAL statement_timeout = {self.timeout}")
+        try:
+            cursor = self.conn.execute(statement, binary=True) if statement in self.agent_statements \
+                else self.conn.execute(statement)
+            rows = _fetch(cursor, statement)
+        except psycopg.Error as exc:
+            if self.conn.closed:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self.errors.append(f"{' '.join(statement.split())[:120]}: {first}")
+            self.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}") if not self.commit_each else self.conn.rollback()
+            raise
+        if self.commit_each:
+            self.conn.commit()
+        else:
+            self.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+        return rows
+
+    def perform_query_on_postgresql_databases(self, query: str, db_name: str = "", conn: Any = None) -> tuple[Any, Any]:
+        from evalbench.db.statements import split_statements
+
+        result = None
+        for statement in split_statements(query) or [query]:
+            result = self.run_statement(statement)
+        return result, conn
+
+    def execute_queries(self, queries: Any, db_name: str = "", conn: Any = None, logger: Any = None,
+                        section_title: str = "", is_solution: bool = True) -> tuple[Any, bool, bool]:
+        import psycopg
+
+        if isinstance(queries, str):
+            queries = [queries]
+        result = None
+        error = timeout = False
+        for query in queries or []:
+            try:
+                result, _ = self.perform_query_on_postgresql_databases(query, db_name, conn)
+                continue
+            except psycopg.errors.QueryCanceled:
+                if is_solution:
+                    timeout = True
+            except psycopg.OperationalError:
+                error = True
+                if self.conn.closed:
+                    raise
+            except psycopg.Error:
+                if is_solution:
+                    error = True
+            except Exception:  # noqa: BLE001 — BIRD-Interact counts anything else as an error
+                error = True
+            break  # as BIRD-Interact: the queries after a failing one are not run
+        return result, error, timeout
+
+    def ex_base(self, pred_sqls: Any, sol_sqls: Any, db_name: str = "", conn: Any = None) -> int:
+        """1 when both run without error, return rows, and the same set of rows (dates as text)."""
+        if not pred_sqls or not sol_sqls:
+            return 0
+        pred, pred_err, pred_to = self.execute_queries(pred_sqls, db_name, conn)
+        sol, sol_err, sol_to = self.execute_queries(sol_sqls, db_name, conn)
+        if pred_err or pred_to or sol_err or sol_to or not pred or not sol:
+            return 0
+        return int(set(preprocess_results(pred)) == set(preprocess_results(sol)))
+
+    def globals(self) -> dict[str, Any]:
+        return {
+            "__name__": "evalbench_test_case",
+            "__builtins__": __builtins__,
+            "execute_queries": self.execute_queries,
+            "perform_query_on_postgresql_databases": self.perform_query_on_postgresql_databases,
+            "ex_base": self.ex_base,
+            "preprocess_results": preprocess_results,
+            "remove_distinct": remove_distinct,
+            "check_sql_function_usage": check_sql_function_usage,
+            "pred_query_result": self.pred_query_result,
+            "date": dt.date,
+        }
+
+
+def _fetch(cursor: Any, statement: str) -> Any:
+    if cursor.description is None:
+        return None
+    if statement.strip().lower().startswith(("select", "with")):
+        return cursor.fetchmany(MAX_ROWS)
+    return cursor.fetchall()
+
+
+def preprocess_results(results: Any) -> list[tuple[Any, ...]]:
+    """Dates and timestamps as ``YYYY-MM-DD`` text (postgresql_test_utils.preprocess_results)."""
+    return [tuple(v.strftime("%Y-%m-%d") if isinstance(v, dt.date) else v for v in row) for row in results]
+
+
+def remove_distinct(sql_list: list[str]) -> list[str]:
+    """Drop every whitespace-separated ``distinct`` token (postgresql_test_utils.remove_distinct)."""
+    return [" ".join(token for token in query.split() if token.lower() != "distinct") for query in sql_list]
+
+
+def check_sql_function_usage(sqls: list[str], required_keywords: list[str]) -> int:
+    """1 when every keyword appears in the (lower-cased, joined) SQL, else 0."""
+    if not sqls:
+        return 0
+    combined = " ".join(sql.lower() for sql in sqls)
+    return int(all(keyword.lower() in combined for keyword in required_keywords))
