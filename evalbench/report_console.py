@@ -80,8 +80,13 @@ def _print_verdict_notes(summary: dict[str, Any], out: TextIO) -> None:
         policy = "BIRD-Interact fails every answer" if scoring.get("semantics") == "bird_interact" \
             else f"empty_gold: {scoring.get('empty_gold', 'fail')}"
         print(f"  empty golden results: {empty} phase(s) judged ({policy})", file=out)
-    if scoring.get("semantics"):
-        print(f"  semantics: {scoring['semantics']}", file=out)
+    deciders: dict[str, int] = {}
+    for counts in (summary.get("primary") or {}).values():
+        for name, count in counts.items():
+            deciders[name] = deciders.get(name, 0) + count
+    if scoring.get("semantics") or deciders:
+        decided = ", ".join(f"{name} {count}" for name, count in sorted(deciders.items(), key=lambda kv: -kv[1]))
+        print(f"  verdicts: semantics {scoring.get('semantics', '?')}; success decided by {decided or 'nothing'}", file=out)
 
 
 def _clip(text: str, limit: int = 90) -> str:

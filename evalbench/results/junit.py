@@ -8,7 +8,7 @@ name="<item_id>" time="<elapsed_s>">`` per conversation:
   each phase's details (outcome, final SQL, generated vs golden results, scores);
 - no answer could be judged because the harness, the virtual user or the agent endpoint broke
   (outcomes in :data:`ERROR_OUTCOMES`): ``<error>`` with the same message and text;
-- cancelled: ``<skipped>``.
+- cancelled, invalid_item (the golden SQL cannot judge the item): ``<skipped>``.
 
 The ``tests``, ``failures``, ``errors``, ``skipped`` and ``time`` attributes of ``<testsuite>``
 (and of the enclosing ``<testsuites>``) count exactly those elements. Text is escaped by
@@ -34,7 +34,7 @@ JUNIT = "junit.xml"
 # max_turns is the agent's own failure; agent_error counts as an error because an agent
 # endpoint's crash (HTTP 500, an upstream quota error) usually says nothing about its answers.
 ERROR_OUTCOMES = frozenset({"db_error", "vuser_error", "agent_error"})
-SKIPPED_OUTCOMES = frozenset({"cancelled"})
+SKIPPED_OUTCOMES = frozenset({"cancelled", "invalid_item"})  # not a verdict on the agent
 
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
