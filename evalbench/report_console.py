@@ -66,29 +66,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
 
 
 def _print_verdict_notes(summary: dict[str, Any], out: TextIO) -> None:
-    """Invalid items (in no rate) and empty golden results (failed by the semantics)."""
-    invalid = summary.get("invalid_items") or {}
-    if invalid.get("count"):
-        listed = invalid.get("items") or []
-        shown = "; ".join(f"{i['item_id']}{'' if i.get('phase') == 'main' else ' (' + i['phase'] + ')'}: {_clip(i['reason'])}"
-                          for i in listed[:5])
-        more = f"; ... {invalid['count'] - 5} more in summary.json" if invalid["count"] > 5 else ""
-        print(f"  invalid items: {invalid['count']}, in no rate (their golden SQL cannot judge an answer): {shown}{more}", file=out)
-    scoring = summary.get("scoring") or {}
-    empty = summary.get("empty_gold_judged") or 0
-    if empty:
-        policy = "BIRD-Interact fails every answer" if scoring.get("semantics") == "bird_interact" \
-            else f"empty_gold: {scoring.get('empty_gold', 'fail')}"
-        print(f"  empty golden results: {empty} phase(s) judged ({policy})", file=out)
-    deciders: dict[str, int] = {}
-    for counts in (summary.get("primary") or {}).values():
-        for name, count in counts.items():
-            deciders[name] = deciders.get(name, 0) + count
-    if scoring.get("semantics") or deciders:
-        decided = ", ".join(f"{name} {count}" for name, count in sorted(deciders.items(), key=lambda kv: -kv[1]))
-        print(f"  verdicts: semantics {scoring.get('semantics', '?')}; success decided by {decided or 'nothing'}", file=out)
+    from evalbench.results.summary import verdict_notes
 
-
-def _clip(text: str, limit: int = 90) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    for line in verdict_notes(summary):
+        print(f"  {line}", file=out)

@@ -32,6 +32,7 @@ from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS, JS
 from evalbench.results.rundir import JOURNAL, write_atomic_with
 from evalbench.results.reports import rebuild_summary
+from evalbench.results.summary import verdict_notes
 
 REPORT = "report.html"
 MAX_DETAILS = 20_000  # conversations whose full record is embedded
@@ -387,6 +388,9 @@ def _notices(summary: dict[str, Any], recomputed: bool, total: int, embedded: in
     if embedded < total:
         out.append(f'<div class="notice">Large run: {_e(detail_note)} Every conversation is in the table; '
                    "the others open without their turns (see conversations.jsonl).</div>")
+    for note in verdict_notes(summary, listed=20):
+        bad = note.startswith("invalid items")
+        out.append(f'<div class="notice{" bad" if bad else ""}">{_e(note)}</div>')
     return out
 
 

@@ -241,3 +241,32 @@ class SummaryBuilder:
             },
             **extra,
         }
+
+
+def verdict_notes(summary: dict[str, Any], listed: int = 5) -> list[str]:
+    """How the run's verdicts were reached, as lines for the console, summary.md and report.html:
+    the semantics and its empty-golden policy, which scorer decided success, the invalid items."""
+    scoring = summary.get("scoring") or {}
+    semantics = scoring.get("semantics")
+    deciders: Counter[str] = Counter()
+    for counts in (summary.get("primary") or {}).values():
+        deciders.update(counts)
+    empty = summary.get("empty_gold_judged") or 0
+    policy = "BIRD-Interact fails every answer" if semantics == "bird_interact" \
+        else f"empty_gold: {scoring.get('empty_gold', 'fail')}"
+    decided = ", ".join(f"{name} {count}" for name, count in deciders.most_common()) or "nothing"
+    lines = [f"verdicts: semantics {semantics or 'unrecorded'}; success decided by {decided}; "
+             f"empty golden results: {empty} judged phase(s) ({policy})"]
+    invalid = summary.get("invalid_items") or {}
+    if invalid.get("count"):
+        items = invalid.get("items") or []
+        shown = "; ".join(f"{i['item_id']}{'' if i.get('phase') == 'main' else ' (' + str(i.get('phase')) + ')'}: "
+                          f"{_clip(i.get('reason') or '')}" for i in items[:listed])
+        more = f"; and {invalid['count'] - listed} more (summary.json: invalid_items)" if invalid["count"] > listed else ""
+        lines.append(f"invalid items: {invalid['count']}, in no rate (their golden SQL cannot judge an answer): {shown}{more}")
+    return lines
+
+
+def _clip(text: str, limit: int = 90) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from evalbench.gates import GateResult
+from evalbench.results.summary import verdict_notes
 
 
 def _pct(rate: float | None) -> str:
@@ -44,6 +45,9 @@ def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult]
                              f"{tally['applicable']} | {tally['not_applicable']} |")
     outcomes = ", ".join(f"{k} {v}" for k, v in (summary.get("outcomes") or {}).items() if v)
     lines += ["", f"**Outcomes:** {outcomes or 'none'}"]
+    for note in verdict_notes(summary, listed=20):
+        head, _, rest = note.partition(": ")
+        lines += ["", f"**{_cell(head.capitalize())}:** {_cell(rest)}"]
     taxonomy = summary.get("taxonomy") or {}
     if taxonomy:
         lines += ["", "**Failures by kind:** " + ", ".join(f"{k} {v}" for k, v in taxonomy.items())]

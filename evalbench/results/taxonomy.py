@@ -139,8 +139,11 @@ def primary_verdict(phase: dict[str, Any], primary: str | None = None) -> tuple[
 
 
 def phase_failed(phase: dict[str, Any], primary: str | None = None) -> bool:
-    """The phase ended early, or its primary verdict is a failure."""
+    """The phase ended early, or its primary verdict is a failure (a phase whose golden SQL is
+    broken — ``invalid_item`` — judged nothing: it does not fail)."""
     outcome = phase.get("outcome")
+    if outcome == "invalid_item":
+        return False
     if outcome is not None and outcome != "scored":
         return True
     verdict = primary_verdict(phase, primary)
