@@ -162,3 +162,27 @@ def test_the_quickstart_shows_answers_in_words_judged_correctly(tmp_path, pgdata
         assert phase["primary"] == "answer_match" and phase["passed"] is False
     summary = json.loads((tmp_path / "qs" / "summary.json").read_text())
     assert summary["primary"]["main"]["answer_match"] == len([w for w in words if w[1]["phase"] == "main"])
+
+
+def test_under_bird_interact_the_answer_is_judged_against_the_golden_sql_as_written(demo_sandbox):
+    """BIRD-Interact's comparison strips ROUND from the golden SQL; an answer in words states the
+    rounded value the question asks for, so answer_match runs the golden SQL as written."""
+    from evalbench.conversation import AgentReply, ReplyKind
+    from evalbench.scoring.primary import PrimaryPolicy
+    from evalbench.scoring.semantics import ResultRules
+    from evalbench.stages import Parts, run_conversation
+    from tests.helpers import FixedVUser, ScriptedAgent
+
+    golden = "SELECT ROUND(AVG(unit_price), 1) FROM products"
+    rounded = demo_sandbox.execute(golden).rows[0][0]
+    unrounded = demo_sandbox.execute("SELECT AVG(unit_price) FROM products").rows[0][0]
+    assert rounded != unrounded
+    item = make_item(golden=golden, order=False).model_copy(update={"format": "bird-interact"})
+    agent = ScriptedAgent(lambda s, t, text: AgentReply(ReplyKind.ANSWER, text=f"The average price is {rounded}."))
+    parts = Parts(agent=agent, vuser=FixedVUser(RuntimeError("unused")), sandbox=demo_sandbox,
+                  scorers=build_scorers({"exec_match": {"semantics": "bird_interact"}, "answer_match": {}}),
+                  rules=ResultRules("bird_interact"), primary=PrimaryPolicy(accept_nl_answers=True))
+    phase = run_conversation(item, parts).phases[0]
+    assert phase.golden_run_sql == [["SELECT AVG(unit_price) FROM products"]]  # what exec_match compares
+    assert phase.scores["answer_match"].passed is True, phase.scores["answer_match"].detail
+    assert phase.primary == "answer_match" and phase.passed

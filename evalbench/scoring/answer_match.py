@@ -229,4 +229,15 @@ class AnswerMatch:
 
 
 def _golden(phase: PhaseRecord) -> ExecutionResult | None:
+    """The golden result as the dataset's SQL gives it: when the semantics ran a cleaned form
+    (``bird_interact`` strips ROUND and DISTINCT), the SQL as written is run for the answer,
+    which states the values the question asks for."""
+    written = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
+    if phase.golden_run_sql and phase.golden_run_sql != written and phase.sandbox is not None and written:
+        from evalbench.scoring.semantics import golden_mode
+
+        as_written = phase.sandbox.execute(written[0], mode=golden_mode(phase, written[0]), preprocess=phase.preprocess,
+                                           preprocess_errors=phase.preprocess_errors)  # type: ignore[arg-type]
+        if as_written.error is None and not as_written.truncated:
+            return as_written
     return next((g for g in phase.golden if g.error is None and not g.truncated), None)

@@ -61,7 +61,7 @@ from evalbench.config_types import GenaiClientOptions, ResolvedPath
 from evalbench.conversation import Conversation, Phase, PhaseRecord
 from evalbench.db.sandbox import ExecutionResult
 from evalbench.scoring import SCORERS, Score
-from evalbench.scoring.more import _comparable, _config_error
+from evalbench.scoring.more import _comparable, _config_error, compared_result
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def prompt_values(conversation: Conversation, phase: PhaseRecord) -> dict[str, s
         "golden_sql": "\n\n".join(sql_parts),
         "golden_results": truncate("\n\n".join(result_parts), 2 * PREVIEW_CHARS) or "",
         "generated_sql": truncate((phase.sql or "").strip(), SQL_CHARS) or "",
-        "generated_result": preview(phase.generated),
+        "generated_result": preview(compared_result(phase)),
     }
 
 

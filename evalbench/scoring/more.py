@@ -49,11 +49,17 @@ def _unusable(result: ExecutionResult | None, side: str) -> str | None:
     return None
 
 
+def compared_result(phase: PhaseRecord) -> ExecutionResult | None:
+    """The agent's result as the run's semantics compares it: under ``bird_interact``, its SQL
+    after BIRD-Interact's cleaning (like the golden result it is compared with), else as run."""
+    return phase.compared if phase.compared is not None else phase.generated
+
+
 def _comparable(phase: PhaseRecord) -> Score | None:
     """The verdict when the phase's result cannot be compared (None when it can)."""
     if not phase.is_query:
         return Score.not_applicable("management task: results are not compared")
-    problem = _answer_problem(phase) or _unusable(phase.generated, "generated")
+    problem = _answer_problem(phase) or _unusable(compared_result(phase), "generated")
     return Score(0.0, False, detail=problem) if problem else None
 
 
@@ -87,7 +93,7 @@ class SetMatch:
         verdict = _comparable(phase)
         if verdict is not None:
             return verdict
-        generated = phase.generated
+        generated = compared_result(phase)
         assert generated is not None
         decimal = phase.conditions.decimal
         gen_set = set(normalise_rows(generated.rows, decimal))
@@ -240,9 +246,10 @@ class RecallMatch:
         verdict = _comparable(phase)
         if verdict is not None:
             return verdict
-        assert phase.generated is not None
+        generated = compared_result(phase)
+        assert generated is not None
         decimal = phase.conditions.decimal
-        gen_rows = normalise_rows(phase.generated.rows, decimal)
+        gen_rows = normalise_rows(generated.rows, decimal)
         best: tuple[bool, float, float, int, int] | None = None
         reasons = []
         for golden in phase.golden:

@@ -93,17 +93,19 @@ class ResultRules:
 
 def execute_golden(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRules) -> None:
     """Run the phase's golden SQL (each golden result's script) and keep the results on the phase."""
-    from evalbench.db.statements import READ_KEYWORDS, split_statements, statement_kind
-
     phase.golden_run_sql = rules.golden_runs(phase)
     phase.preprocess_errors = rules.preprocess_errors
-    results = []
-    for run in phase.golden_run_sql:
-        writes = any(statement_kind(s)[0] not in READ_KEYWORDS for text in run for s in split_statements(text))
-        mode = "write" if writes or not phase.is_query else "read"  # a golden script may fill a temp table
-        results.append(sandbox.execute(run, mode=mode, preprocess=phase.preprocess,
-                                       preprocess_errors=rules.preprocess_errors))
-    phase.golden = results
+    phase.golden = [sandbox.execute(run, mode=golden_mode(phase, run), preprocess=phase.preprocess,
+                                    preprocess_errors=rules.preprocess_errors) for run in phase.golden_run_sql]
+
+
+def golden_mode(phase: "PhaseRecord", run: list[str]) -> Literal["read", "write"]:
+    """Write mode (rolled back) for a management task, or a golden script that writes (a
+    temporary table filled before the final query); read mode otherwise."""
+    from evalbench.db.statements import READ_KEYWORDS, split_statements, statement_kind
+
+    writes = any(statement_kind(s)[0] not in READ_KEYWORDS for text in run for s in split_statements(text))
+    return "write" if writes or not phase.is_query else "read"
 
 
 def execute_generated(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRules) -> None:
