@@ -65,6 +65,7 @@ def test_answers_that_give_the_golden_values_pass(answer, rows):
     ("I'm sorry, I cannot answer that.", [(42,)], "refusal"),
     ("I could not find that information in the database.", [(42,)], "refusal"),
     (" ".join(str(i) for i in range(40)), [(7,)], "numbers for 1 golden"),  # a dump of numbers
+    ("Riverside, Lakeside, Old Town, Hillcrest and Harbor Point", [("Lakeside",)], "lists 5 entries"),  # every candidate
     ("Here they are.", [(i,) for i in range(60)], "max_cells"),
     ("", [(1,)], "no answer"),
     (None, [(1,)], "no answer"),

@@ -206,6 +206,7 @@ class SummaryBuilder:
             slices.setdefault(key, {})[value] = self._entry(counts)
         slices["phase"] = success
         infra = sum(self.outcomes.get(o, 0) for o in INFRA_OUTCOMES)
+        judged = self.total - self.outcomes.get(INVALID, 0)  # the means are over the conversations held
         deciders = Counter[str]()
         for counts in self.deciders.values():
             deciders.update(counts)
@@ -225,7 +226,7 @@ class SummaryBuilder:
             "slices": slices,
             "conversation": {
                 "turns": self.turns,
-                "mean_turns": round(self.turns / self.total, 3) if self.total else None,
+                "mean_turns": round(self.turns / judged, 3) if judged else None,
                 "clarifications": self.clarifications,
                 "follow_up_phases": self.follow_up_reached,
                 "sessions_opened": self.sessions_opened,
@@ -233,7 +234,7 @@ class SummaryBuilder:
                 "vuser_replies": self.vuser_replies,
                 "vuser_leaks": self.leaking_replies,
                 "vuser_errors": self.outcomes.get("vuser_error", 0),
-                "mean_reward": round(self.reward / self.total, 4) if self.total else None,
+                "mean_reward": round(self.reward / judged, 4) if judged else None,
                 "agent_calls": self.agent_calls,
                 "mean_agent_latency_s": round(self.agent_latency_s / self.agent_calls, 6) if self.agent_calls else None,
                 "conversation_seconds": round(self.conversation_s, 3),

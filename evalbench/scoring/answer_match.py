@@ -12,8 +12,9 @@ applicable to a reply that is SQL alone, or to a management task. In this order:
 3. the first usable golden result: an empty one follows ``empty_gold`` (default ``fail``); one
    of more than ``max_cells`` non-NULL cells (default 50) is too large to be stated in prose:
    fail, flag ``too_large``;
-4. the answer must not be a dump of numbers: more numbers than ``max(10, 3 × cells)``: fail,
-   flag ``unfocused``;
+4. the answer must not be a dump: more numbers than ``max(10, 3 × cells)``, or more listed
+   entries (separated by commas, semicolons, lines, bullets, "and"/"or") than ``2 × cells + 2``:
+   fail, flag ``unfocused`` (a list of every candidate would contain any answer);
 5. every distinct non-NULL golden cell must be **found** in the text:
 
    - a number: some number written in the text (``1,234.5``, ``-3``, ``45%`` read as 0.45 too)
@@ -82,6 +83,14 @@ def numbers_in(text: str) -> list[Decimal]:
         if match.group(1):  # 45% is also 0.45
             found.append(value.scaleb(-2))
     return found
+
+
+_SEPARATORS = re.compile(r";|\n|,(?!\d{3}\b)|\s+(?:and|or)\s+|\s[-*•]\s")
+
+
+def list_entries(text: str) -> int:
+    """How many entries the text lists (separated by commas, semicolons, lines, bullets, and/or)."""
+    return sum(1 for part in _SEPARATORS.split(text) if part.strip(" .:-*•"))
 
 
 def dates_in(text: str) -> set[dt.date]:
@@ -212,6 +221,10 @@ class AnswerMatch:
         numbers, dates = numbers_in(text), dates_in(text)
         if len(numbers) > max(10, 3 * len(cells)):
             return Score(0.0, False, detail=f"the answer holds {len(numbers)} numbers for {len(cells)} golden values",
+                         flags=("unfocused",))
+        entries = list_entries(text)
+        if entries > 2 * len(cells) + 2:  # a list of every candidate "contains" any subset of them
+            return Score(0.0, False, detail=f"the answer lists {entries} entries for {len(cells)} golden values",
                          flags=("unfocused",))
         missing = [cell for cell in cells if not cell_found(cell, text, numbers, dates)]
         if missing:
