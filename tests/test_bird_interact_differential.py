@@ -36,15 +36,26 @@ CASES = [json.loads(line) for line in CASES_FILE.read_text(encoding="utf-8").spl
 RULES = ResultRules("bird_interact")
 
 
-@pytest.fixture(scope="module")
-def db_blog(pgdata: Path):
+@pytest.fixture(scope="module", params=["embedded", "external"])
+def db_blog(request: pytest.FixtureRequest, pgdata: Path):
+    """db_blog on the private embedded server, and on the external server when there is one
+    (PostgreSQL 15 on 127.0.0.1 in CI: the server the corpus was judged on, XML support included)."""
+    import os
+
     from evalbench.config import DatabaseConfig
     from evalbench.db.provision import find_setup, provision
     from evalbench.db.sandbox import Sandbox
     from evalbench.db.target import libpq_conninfo, resolve_target
 
     root = shared_dataset("db_blog")
-    target = resolve_target(DatabaseConfig(database_name="db_blog"), pgdata)
+    if request.param == "external":
+        url = os.environ.get("EVALBENCH_TEST_PG_URL")
+        if not url:
+            pytest.skip("EVALBENCH_TEST_PG_URL is not set")
+        config = DatabaseConfig(database_name="db_blog", url=url)
+    else:
+        config = DatabaseConfig(database_name="db_blog")
+    target = resolve_target(config, pgdata)
     report = provision(target, find_setup(root / "setup", "db_blog", "postgres"))
     with psycopg.connect(libpq_conninfo(target.url()), autocommit=True) as admin:  # as the corpus was judged
         admin.execute("ALTER DATABASE db_blog SET timezone TO 'UTC'")

@@ -596,3 +596,13 @@ def test_run_without_strict_skips_and_reports_the_bad_line(run_with_bad_line, ca
     assert summary["outcomes"]["scored"] == 3
     conversations = (config.parent / "out" / "lenient" / "conversations.jsonl").read_text().splitlines()
     assert len(conversations) == 3
+
+
+def test_bird_interact_sol_sql_given_as_a_json_string_is_read_as_its_list():
+    """BIRD-Interact's evaluator reads a string sol_sql that is a JSON list as that list (ensure_list)."""
+    from evalbench.dataset.formats import bird_interact_items
+
+    raw = {"instance_id": "x", "selected_database": "db", "query": "q", "sol_sql": '["SELECT 1", "SELECT 2"]'}
+    assert bird_interact_items(raw, "f:1", ["postgres"])[0].golden_sql == ["SELECT 1", "SELECT 2"]
+    raw["sol_sql"] = "SELECT [1] FROM t"  # not JSON: one SQL text
+    assert bird_interact_items(raw, "f:1", ["postgres"])[0].golden_sql == ["SELECT [1] FROM t"]

@@ -6,6 +6,7 @@ Problems raise :class:`RecordProblem` naming the key, which the loader turns int
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
 from evalbench.dataset.items import Ambiguity, Conditions, FollowUp, Item
@@ -50,6 +51,19 @@ def _str_list(value: Any, key: str, *, allow_string: bool = True) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise RecordProblem(f"key {key!r}: expected a list of strings")
     return list(value)
+
+
+def _sql_list(value: Any, key: str) -> list[str]:
+    """BIRD-Interact's ``sol_sql``: a list of statements, or a string — which its evaluator reads
+    as a JSON list when it is one (``eval_bird_interact_batch.py::ensure_list``), else as one SQL."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and all(isinstance(v, str) for v in parsed):
+            return parsed
+    return _str_list(value, key)
 
 
 def _conditions(value: Any, key: str) -> Conditions:
@@ -113,7 +127,7 @@ def bird_interact_items(raw: Any, source: str, dialects: Iterable[str]) -> list[
         raise RecordProblem(f"expected a JSON object, got {type(raw).__name__}")
     item_id = _str(raw, "instance_id")
     try:
-        golden = _str_list(raw.get("sol_sql"), "sol_sql")
+        golden = _sql_list(raw.get("sol_sql"), "sol_sql")
         if not golden:
             raise RecordProblem("key 'sol_sql' is missing or empty")
         follow_up = None
@@ -121,7 +135,7 @@ def bird_interact_items(raw: Any, source: str, dialects: Iterable[str]) -> list[
         if fu:
             if not isinstance(fu, dict):
                 raise RecordProblem("key 'follow_up': expected a mapping")
-            fu_golden = _str_list(fu.get("sol_sql"), "follow_up.sol_sql")
+            fu_golden = _sql_list(fu.get("sol_sql"), "follow_up.sol_sql")
             if not fu_golden:
                 raise RecordProblem("key 'follow_up.sol_sql' is missing or empty")
             follow_up = FollowUp(
