@@ -57,6 +57,7 @@ section:first-child { margin-top: 0; }
 .notice { background: var(--warn-soft); color: var(--text); border: 1px solid var(--border); border-left: 4px solid var(--warn);
   border-radius: 6px; padding: 10px 14px; margin-bottom: 14px; }
 .notice.bad { background: var(--bad-soft); border-left-color: var(--bad); }
+.notice.info { background: var(--panel, transparent); border-left-color: var(--accent); }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(190px, 1fr)); gap: 12px; margin-bottom: 14px; }
 .card { background: var(--panel); border: 1px solid var(--border); border-radius: 8px; padding: 12px 14px; box-shadow: var(--shadow); }
 .card .k { color: var(--muted); font-size: 12px; }

@@ -389,8 +389,8 @@ def _notices(summary: dict[str, Any], recomputed: bool, total: int, embedded: in
         out.append(f'<div class="notice">Large run: {_e(detail_note)} Every conversation is in the table; '
                    "the others open without their turns (see conversations.jsonl).</div>")
     for note in verdict_notes(summary, listed=20):
-        bad = note.startswith("invalid items")
-        out.append(f'<div class="notice{" bad" if bad else ""}">{_e(note)}</div>')
+        tone = " bad" if note.startswith("invalid items") else " info"
+        out.append(f'<div class="notice{tone}">{_e(note)}</div>')
     return out
 
 
@@ -422,8 +422,8 @@ def _summary_section(summary: dict[str, Any], primary: str | None, taxonomy: dic
 
     return (
         '<section id="summary" aria-labelledby="summary-h"><div class="section-head"><h2 id="summary-h">Summary</h2>'
-        '<span class="hint">every conversation counts in every denominator; success is each phase\'s verdict '
-        "(its primary scorer)</span></div>"
+        '<span class="hint">every conversation counts in every denominator (invalid items, whose golden SQL fails, '
+        "are listed apart); success is each phase\'s verdict (its declared primary scorer)</span></div>"
         f'<div class="cards">{"".join(cards)}</div>'
         '<div class="grid">'
         f'<div class="panel wide"><h3>Scorers</h3>{_scorer_table(summary)}</div>'
