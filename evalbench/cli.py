@@ -39,6 +39,9 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
                        help="check --max-regression against a baseline whose semantics or primary verdicts differ")
     gates.add_argument("--max-infra-errors", type=int, default=0, metavar="N",
                        help="exit 3 when more than N conversations end in db_error or vuser_error (default 0)")
+    gates.add_argument("--allow-incomplete", action="store_true",
+                       help="let --fail-under and --max-regression pass on an incomplete run (or baseline): one whose "
+                            "journal holds fewer conversations than the dataset has items, or that did not finish")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,9 +231,12 @@ def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, th
     """Check the gates, record them in summary.md and pick the exit code."""
     from evalbench.gates import check_gates
     from evalbench.results.rundir import write_atomic
-    from evalbench.results.summary_md import render_summary_markdown
+    from evalbench.results.summary_md import incomplete_note, render_summary_markdown
 
     fail_under, max_regression, baseline = thresholds
+    incomplete = incomplete_note(summary)
+    if incomplete:  # the gates below fail on it, unless --allow-incomplete
+        print(f"  {incomplete}")
     if baseline is not None and not args.force:
         from evalbench.results.comparison import scoring_differences
 
@@ -239,7 +245,8 @@ def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, th
             print(f"error: --baseline {args.baseline} decides its verdicts otherwise than this run "
                   f"({'; '.join(differences)}); use --force to compare anyway", file=sys.stderr)
             return EXIT_CONFIG
-    gates = check_gates(summary, fail_under, max_regression, baseline)
+    gates = check_gates(summary, fail_under, max_regression, baseline,
+                        allow_incomplete=getattr(args, "allow_incomplete", False))
     if gates:
         write_atomic(run_dir / "summary.md", render_summary_markdown(summary, gates))
         for gate in gates:

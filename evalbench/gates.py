@@ -10,6 +10,11 @@ mean (``turn_count``). Values are fractions (``0.6``) or percentages (``60%``); 
   two points since the baseline run.
 - ``--max-infra-errors N``: more than N conversations ended in an infrastructure outcome
   (``db_error``, ``vuser_error``) is exit code 3, not a verdict on the agent.
+
+A gate on an incomplete run (summary.json: ``"complete": false`` — a journal holding fewer
+conversations than the dataset has items, or a run that did not finish) fails, and so does a
+``--max-regression`` gate against an incomplete baseline: rates over part of the items are not
+the run's rates. ``--allow-incomplete`` accepts them.
 """
 
 from __future__ import annotations
@@ -72,9 +77,33 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
+def _completeness_gate(summary: dict[str, Any], which: str, allow_incomplete: bool) -> GateResult | None:
+    if summary.get("complete") is not False:
+        return None
+    info = summary.get("completeness") or {}
+    expected, conversations = info.get("expected_items"), info.get("conversations")
+    counts = f"{conversations} of {expected} conversations" if expected is not None else f"{conversations} conversations"
+    reasons = "; ".join(info.get("reasons") or []) or "see summary.json: completeness"
+    verdict = "allowed by --allow-incomplete" if allow_incomplete else "its rates are not the run's (--allow-incomplete accepts it)"
+    message = f"{which} is incomplete ({counts}: {reasons}); {verdict}"
+    fraction = conversations / expected if isinstance(expected, int) and expected and isinstance(conversations, int) else None
+    return GateResult("complete" if which == "this run" else "baseline complete", "complete", allow_incomplete, message,
+                      fraction, 1.0)
+
+
 def check_gates(summary: dict[str, Any], fail_under: list[Threshold], max_regression: list[Threshold],
-                baseline: dict[str, Any] | None) -> list[GateResult]:
+                baseline: dict[str, Any] | None, *, allow_incomplete: bool = False) -> list[GateResult]:
+    """The gates' results. With any gate, an incomplete run (or, for ``max_regression``, an
+    incomplete baseline) adds a ``complete`` gate that fails unless ``allow_incomplete``."""
     results = []
+    if fail_under or max_regression:
+        gate = _completeness_gate(summary, "this run", allow_incomplete)
+        if gate is not None:
+            results.append(gate)
+    if max_regression and baseline is not None:
+        gate = _completeness_gate(baseline, "the baseline run", allow_incomplete)
+        if gate is not None:
+            results.append(gate)
     for gate in fail_under:
         actual = metric_value(summary, gate.metric)
         passed = actual is not None and actual >= gate.value

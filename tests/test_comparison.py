@@ -254,12 +254,21 @@ def test_not_a_run_directory(runs, tmp_path):
         _compare(runs[0], tmp_path / "empty")
 
 
-def test_a_broken_journal_line_is_named(runs, tmp_path):
+def test_a_journal_line_cut_short_is_ignored_with_a_warning(runs, tmp_path, caplog):
     other = copy_run(runs[1], tmp_path / "b2")
-    count = len(list(read_journal(other)))
     with (other / "conversations.jsonl").open("a") as handle:
         handle.write('{"schema_version": 1, "item_id": "trunc')  # a crash in the middle of a line
-    with pytest.raises(CompareError, match=f"record {count + 1} is not valid JSON"):
+    assert _compare(runs[0], other).headline == _compare(*runs).headline
+    assert "the last line is cut short" in caplog.text
+
+
+def test_a_record_of_a_newer_schema_is_named(runs, tmp_path):
+    other = copy_run(runs[1], tmp_path / "b3")
+    count = len(list(read_journal(other)))
+    record = next(iter(read_journal(other)))
+    with (other / "conversations.jsonl").open("a") as handle:
+        handle.write(json.dumps({**record, "item_id": "new", "schema_version": 99}) + "\n")
+    with pytest.raises(CompareError, match=f"record {count + 1} has unsupported schema_version 99"):
         _compare(runs[0], other)
 
 

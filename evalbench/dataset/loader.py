@@ -80,9 +80,18 @@ class Dataset:
                 yield RecordError(file=str(self.path), line=record.line, message=str(exc), item_id=exc.item_id)
                 continue
             except ValueError as exc:  # pydantic validation of the Item itself
-                yield RecordError(file=str(self.path), line=record.line, message=str(exc))
+                yield RecordError(file=str(self.path), line=record.line, message=str(exc), item_id=_id_of(record.data))
+                continue
+            except (TypeError, AttributeError, KeyError, IndexError, OverflowError, RecursionError) as exc:
+                # a value of an unexpected type the format's reader did not check: still this record's problem
+                yield RecordError(file=str(self.path), line=record.line, item_id=_id_of(record.data),
+                                  message=f"cannot read this record: {type(exc).__name__}: {exc}")
                 continue
             for item in items:
+                problem = _out_of_range(item)
+                if problem:
+                    yield RecordError(file=str(self.path), line=record.line, item_id=item.id, message=problem)
+                    continue
                 key = (item.dialect, item.id)
                 if duplicates is None or _digest(key) in duplicates:
                     if key in seen:
@@ -134,6 +143,24 @@ class Dataset:
             if isinstance(record, Item) and self._selected(record):
                 if group is None or (record.dialect, record.database) == group:
                     yield record
+
+
+MAX_DECIMAL = 100  # conditions.decimal: places to round to; more would make the comparison itself huge
+
+
+def _out_of_range(item: Item) -> str | None:
+    follow_up = item.follow_up.conditions if item.follow_up is not None else None
+    for key, conditions in (("conditions", item.conditions), ("follow_up.conditions", follow_up)):
+        if conditions is not None and conditions.decimal > MAX_DECIMAL:
+            return f"key {key}.decimal: {conditions.decimal} is out of range (-1 for no rounding, up to {MAX_DECIMAL} places)"
+    return None
+
+
+def _id_of(data: object) -> str | None:
+    for key in ("instance_id", "id"):
+        if isinstance(data, dict) and isinstance(data.get(key), str):
+            return data[key]
+    return None
 
 
 def _digest(key: tuple[str, str]) -> int:

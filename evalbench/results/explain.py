@@ -41,15 +41,12 @@ def find_record(run_dir: Path | str, item_id: str) -> dict[str, Any]:
     if not journal.is_file():
         raise RecordNotFoundError(f"{journal}: no such journal (is {run_dir} a run directory, results/<run_id>/?)")
     seen: list[str] = []
-    records = read_journal(run_dir)
+    records = read_journal(run_dir)  # lines cut short or unreadable are skipped with a warning
     try:
         for record in records:
             if record.get("item_id") == item_id:
                 return record
             seen.append(str(record.get("item_id")))
-    except json.JSONDecodeError as exc:
-        raise RecordNotFoundError(f"{journal}: the record after {len(seen)} valid one(s) is not valid JSON ({exc.msg}); "
-                                  f"item {item_id!r} was not found before it") from None
     finally:
         records.close()  # stopping early: close the journal now, not when the generator is collected
     close = difflib.get_close_matches(item_id, seen, n=CLOSE_IDS, cutoff=0.5)

@@ -33,6 +33,7 @@ from evalbench.results.html_assets import CSS, JS
 from evalbench.results.rundir import JOURNAL, write_atomic_with
 from evalbench.results.reports import rebuild_summary
 from evalbench.results.summary import verdict_notes
+from evalbench.results.summary_md import incomplete_note
 
 REPORT = "report.html"
 MAX_DETAILS = 20_000  # conversations whose full record is embedded
@@ -375,6 +376,10 @@ def _notices(summary: dict[str, Any], recomputed: bool, total: int, embedded: in
                    "the summary below is recomputed from the journal.</div>")
     if summary.get("cancelled"):
         out.append('<div class="notice">This run was cancelled before every conversation completed.</div>')
+    incomplete = incomplete_note(summary)
+    if incomplete:
+        out.append(f'<div class="notice bad">{_e(incomplete[0].upper() + incomplete[1:])}. '
+                   "Its rates cover only the conversations in the journal (summary.json: completeness).</div>")
     errors = summary.get("record_errors") or []
     if errors or (summary.get("dataset") or {}).get("record_errors"):
         count = len(errors) or summary["dataset"]["record_errors"]

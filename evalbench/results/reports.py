@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from evalbench.gates import GateResult
-from evalbench.results import read_journal
+from evalbench.results import JournalStats, journal_stats, read_journal
+from evalbench.results.csvsafe import safe_row
+from evalbench.results.record import clean_text, clean_value
 from evalbench.results.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_atomic, write_atomic_with, write_score_rows
 from evalbench.results.summary import SummaryBuilder
 from evalbench.results.summary_md import render_summary_markdown
@@ -22,7 +24,7 @@ from evalbench.resume import read_manifest
 
 
 def _json_default(value: Any) -> Any:
-    return str(value)
+    return clean_text(str(value))
 
 
 class ReportSet:
@@ -49,7 +51,12 @@ class ReportSet:
             self.html.add(record)
 
     def commit(self, summary: dict[str, Any], gates: Sequence[GateResult] = ()) -> list[Path]:
-        """Write every report; the paths written."""
+        """Write every report; the paths written. A file that cannot be written raises
+        :class:`~evalbench.results.rundir.OutputError`. A summary that does not say whether the run
+        is complete (the one a run builds as it ends) gets ``complete`` and ``completeness`` here."""
+        if "complete" not in summary:  # the end of a run: it finished (or was cancelled), its journal is clean
+            summary.update(completeness(summary, self.manifest, finished=True, journal=JournalStats()))
+        summary = clean_value(summary)
         written = []
         for name, text in (("summary.json", json.dumps(summary, indent=2, default=_json_default) + "\n"),
                            ("summary_native.csv", native_summary_csv(summary)),
@@ -60,7 +67,8 @@ class ReportSet:
         self.committed = True
         written.append(self.junit.commit(self.run_dir, summary["run_id"]))
         if self.html is not None:
-            written.append(self.html.commit(self.run_dir, self.manifest, summary))
+            # the manifest's texts (command line, config) cleaned like the records' (lone surrogates)
+            written.append(self.html.commit(self.run_dir, clean_value(self.manifest), summary))
         return written
 
     def close(self) -> None:
@@ -106,7 +114,46 @@ def rebuild_summary(run_dir: Path) -> dict[str, Any]:
         metric_scorers = _infer_metrics(run_dir)
     builder = SummaryBuilder.from_records(read_journal(run_dir), metric_scorers)
     extra = dict(manifest.get("summary_extra") or {})
-    return builder.result(run_id=manifest.get("run_id", run_dir.name), **extra)
+    summary = builder.result(run_id=manifest.get("run_id", run_dir.name), **extra)
+    summary.update(completeness(summary, manifest, journal=journal_stats(run_dir)))
+    return summary
+
+
+def completeness(summary: dict[str, Any], manifest: dict[str, Any], *, finished: bool | None = None,
+                 journal: JournalStats | None = None) -> dict[str, Any]:
+    """``complete`` and ``completeness`` for a summary: a run is incomplete when its journal holds
+    fewer conversations than the dataset has items (``manifest.json → dataset.items``, which
+    counts neither malformed records nor items filtered out by ``query_types``), when some were
+    cancelled, or when it did not finish (no ``finished_at`` in the manifest, for the run or its
+    last session). ``finished`` overrides the manifest (the run itself knows it is ending)."""
+    dataset = manifest.get("dataset") or summary.get("dataset") or {}
+    expected = dataset.get("items") if isinstance(dataset.get("items"), int) else None
+    cancelled = (summary.get("outcomes") or {}).get("cancelled", 0)
+    conversations = summary.get("total_items", 0) - cancelled
+    if finished is None:
+        sessions = manifest.get("sessions")
+        last = sessions[-1] if isinstance(sessions, list) and sessions and isinstance(sessions[-1], dict) else None
+        finished = bool(manifest.get("finished_at")) and (last is None or bool(last.get("finished_at")))
+    reasons = []
+    if not manifest:
+        reasons.append("there is no manifest.json")
+    elif not finished:
+        reasons.append("the run did not finish (manifest.json has no finished_at)")
+    if summary.get("cancelled"):
+        reasons.append("the run was cancelled")
+    if manifest and expected is None:
+        reasons.append("manifest.json does not give the number of dataset items")
+    missing = max(expected - conversations, 0) if expected is not None else None
+    if missing:
+        reasons.append(f"{missing} of {expected} item(s) have no conversation in the journal")
+    if cancelled:
+        reasons.append(f"{cancelled} conversation(s) were cancelled")
+    if journal is not None and journal.truncated:
+        reasons.append("the journal's last line is cut short")
+    return {"complete": not reasons,
+            "completeness": {"expected_items": expected, "conversations": conversations, "missing": missing,
+                             "cancelled": cancelled, "finished": finished,
+                             "journal": (journal or JournalStats()).as_dict(), "reasons": reasons}}
 
 
 def _infer_metrics(run_dir: Path) -> set[str]:
@@ -123,7 +170,7 @@ def _infer_metrics(run_dir: Path) -> set[str]:
 def native_summary_csv(summary: dict[str, Any]) -> str:
     """Our summary rows (one per scorer and phase, and per outcome), with the confidence interval."""
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = _SafeWriter(csv.writer(out))
     writer.writerow(["run_id", "metric_name", "phase", "metric_score", "ci_low", "ci_high", "correct_results_count",
                      "total_results_count", "not_applicable_count"])
     run_id = summary["run_id"]
@@ -141,6 +188,16 @@ def native_summary_csv(summary: dict[str, Any]) -> str:
     for kind, count in (summary.get("taxonomy") or {}).items():
         writer.writerow([run_id, f"failure:{kind}", "", count, "", "", "", summary["total_items"], ""])
     return out.getvalue()
+
+
+class _SafeWriter:
+    """A ``csv.writer`` whose text cells are neutralised for spreadsheets (:func:`safe_row`)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def writerow(self, row: Sequence[Any]) -> None:
+        self.writer.writerow(safe_row(row))
 
 
 def _score_cells(entry: dict[str, Any]) -> list[Any]:

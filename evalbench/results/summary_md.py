@@ -21,6 +21,16 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def incomplete_note(summary: dict[str, Any]) -> str | None:
+    """One line saying why the run is incomplete (summary.json: ``complete``, ``completeness``);
+    None when it is complete, or when the summary does not say (older runs)."""
+    if summary.get("complete") is not False:
+        return None
+    info = summary.get("completeness") or {}
+    reasons = "; ".join(info.get("reasons") or []) or "see summary.json: completeness"
+    return f"incomplete run: {reasons}"
+
+
 def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult] = ()) -> str:
     lines = [f"## evalbench run `{summary.get('run_id')}`", ""]
     total = summary.get("total_items", 0)
@@ -30,6 +40,10 @@ def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult]
         lines += ["| gate | result | detail |", "|---|---|---|"]
         lines += [f"| {_cell(g.name)} | {'pass' if g.passed else '**FAIL**'} | {_cell(g.message)} |" for g in gates]
         lines.append("")
+    incomplete = incomplete_note(summary)
+    if incomplete:
+        head, _, rest = incomplete.partition(": ")
+        lines += [f"> **{head.capitalize()}:** {_cell(rest)}. Its rates cover only the conversations in the journal.", ""]
     lines += [f"{total} conversations" + (" (cancelled before the end)" if summary.get("cancelled") else ""), ""]
     lines += ["| metric | phase | score | 95% CI | passed / applicable | n/a |", "|---|---|---:|---:|---:|---:|"]
     for phase, entry in (summary.get("success") or {}).items():
