@@ -29,7 +29,7 @@ from evalbench.db.clones import CloneFactory
 from evalbench.db.provision import ProvisionReport, find_setup, provision
 from evalbench.db.sandbox import Sandbox
 from evalbench.db.schema import QueryCatalog, SchemaCatalog
-from evalbench.db.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
+from evalbench.db.target import libpq_conninfo, resolve_target
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError
 from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
@@ -129,7 +129,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     done: set[str] = writer.resumed.done if writer.resumed is not None else set()
     if writer.resumed is not None:
         state = writer.resumed
-        log.warning("resuming %s: %d conversation(s) done; running the other %d (%d cancelled and %d cut short "
+        log.warning("resuming %s: %d conversation(s) done; running the other %d (%d cancelled or db_error and %d cut short "
                     "by a crash are run again)", run_id, state.kept, max(scan.total - state.kept, 0),
                     state.dropped_cancelled, state.dropped_partial)
     session["resumed_with"] = len(done)
@@ -285,7 +285,7 @@ def open_sandbox(config: RunConfig, dialect: str, database: str, report: Provisi
     """The sandbox of a provisioned database, and the connection string it uses."""
     db_config = config.database_for(dialect, database)
     target = resolve_target(db_config, config.embedded.data_dir)
-    url = target.url(user=SANDBOX_ROLE) if report.sandbox_user == SANDBOX_ROLE else target.url()
+    url = target.url(user=report.sandbox_user, password=report.sandbox_password)  # never the admin connection
     conninfo = libpq_conninfo(url)
     sandbox = Sandbox(
         conninfo,
@@ -345,13 +345,43 @@ def _git_sha() -> str | None:
 
 
 def _redact_arg(arg: str) -> str:
-    """`--set password=...` and URLs on the command line are redacted like the config."""
-    from evalbench.config import redact, redact_url
+    """One command-line argument as the manifest records it: secrets redacted like the config's.
 
+    ``KEY=VALUE`` (a ``--set`` pair, also as ``--set=KEY=VALUE``): the value is read as YAML, as
+    ``--set`` reads it, and redacted under its key (``password=***``; ``database_configs=[...]``
+    and ``model_config={...}`` keep their other keys, with secret-looking keys and passwords in
+    URLs redacted). Any ``scheme://user:password@`` and secret-looking ``KEY=VALUE`` left in the text are
+    redacted too; lone surrogates (bytes that were not UTF-8) become U+FFFD."""
+    import json
+    import re
+
+    import yaml
+
+    from evalbench.config import _SECRET_KEYS, redact, redact_url
+    from evalbench.results.record import clean_text
+
+    arg = clean_text(arg)
+    option, sep, rest = arg.partition("=")
+    if sep and option.startswith("-"):  # --set=KEY=VALUE, --output-dir=...
+        return f"{option}={_redact_arg(rest)}"
     key, sep, value = arg.partition("=")
-    if sep and redact({key: value}) != {key: value}:
-        return f"{key}=***"
-    return redact_url(arg) if "://" in arg else arg
+    if sep and key:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        redacted = redact({key: parsed})[key]
+        if redacted != parsed:
+            value = redacted if isinstance(redacted, str) else json.dumps(redacted, ensure_ascii=False, default=str)
+            arg = f"{key}={value}"
+    if "://" in arg:
+        arg = redact_url(arg)
+        # a URL inside a longer text (YAML that did not parse, a connection string...)
+        arg = re.sub(r"(://[^\s/@:'\"]*:)[^\s@'\"]*@", r"\1***@", arg)
+    # KEY=VALUE / KEY: VALUE pairs left in the text (YAML that did not parse, a connection string...)
+    secret_key = "|".join(re.escape(k) for k in _SECRET_KEYS)
+    pattern = rf"""([\w.-]*(?:{secret_key})[\w.-]*["']?\s*[=:]\s*)(?!["']?\*\*\*)("[^"]*"|'[^']*'|[^\s,;&}}\]]+)"""
+    return re.sub(pattern, r"\1***", arg, flags=re.IGNORECASE)
 
 
 def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any],

@@ -27,7 +27,11 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, TypeVar
+
+from evalbench.results.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
+
+T = TypeVar("T")
 
 # --------------------------------------------------------------------------- EvalBench's columns
 #
@@ -97,11 +101,14 @@ def cell(value: Any) -> str:
     """One CSV cell as EvalBench's pandas frames write it (dtype "string", ``str()`` of the value).
 
     None is an empty cell; lists and dicts are their Python ``repr`` (``['postgres']``), booleans
-    ``True``/``False``, as ``DataFrame.to_csv`` writes them.
+    ``True``/``False``, as ``DataFrame.to_csv`` writes them; numbers as they are, and texts made
+    safe for spreadsheets by :func:`safe_cell`.
     """
     if value is None:
         return ""
-    return str(value)
+    if isinstance(value, (int, float)):  # numbers (and booleans) stay numbers
+        return str(value)
+    return safe_cell(str(value))
 
 
 def result_text(execution: dict[str, Any] | None) -> str | None:
@@ -405,6 +412,16 @@ class _Summary:
 # --------------------------------------------------------------------------- files
 
 
+def _writing(path: Path, action: Callable[[], T]) -> T:
+    """``action()``, an OS error (disk full, ...) raised as the run directory's OutputError naming ``path``."""
+    try:
+        return action()
+    except OSError as exc:
+        from evalbench.results.rundir import OutputError
+
+        raise OutputError(path, exc, temporary=path.with_name(f".{path.name}.tmp")) from None
+
+
 class _CsvFile:
     """A CSV file written under a temporary name and renamed into place by :meth:`commit`."""
 
@@ -412,22 +429,32 @@ class _CsvFile:
         self.path = path
         self.columns = columns
         self.tmp = path.with_name(f".{path.name}.tmp")
-        self.handle: IO[str] = self.tmp.open("w", encoding="utf-8", newline="")
+        self.handle: IO[str] = _writing(self.path, lambda: self.tmp.open("w", encoding="utf-8", newline=""))
         self.writer = csv.writer(self.handle)
-        self.writer.writerow(columns)
+        _writing(self.path, lambda: self.writer.writerow(columns))
 
     def write(self, row: dict[str, Any]) -> None:
-        self.writer.writerow([cell(row.get(c)) for c in self.columns])
+        cells = [cell(row.get(c)) for c in self.columns]
+        _writing(self.path, lambda: self.writer.writerow(cells))
 
     def commit(self) -> Path:
-        self.handle.close()
-        _keep_native(self.path)
-        os.replace(self.tmp, self.path)
+        def move() -> None:
+            self.handle.close()
+            _keep_native(self.path)
+            os.replace(self.tmp, self.path)
+
+        _writing(self.path, move)
         return self.path
 
     def abort(self) -> None:
-        self.handle.close()
-        self.tmp.unlink(missing_ok=True)
+        try:
+            self.handle.close()
+        except OSError:
+            pass  # unflushed rows of a file that is given up
+        try:
+            self.tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _keep_native(path: Path) -> None:
@@ -435,7 +462,7 @@ def _keep_native(path: Path) -> None:
     prefix = _NATIVE_HEADERS.get(path.name)
     if prefix is None or not path.is_file():
         return
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8", errors="replace") as handle:
         head = handle.readline()
     if head.startswith(prefix):
         os.replace(path, path.with_name(NATIVE_NAMES[path.name]))
@@ -454,7 +481,7 @@ class EvalbenchCsvWriter:
 
     def __init__(self, out_dir: Path, manifest: dict[str, Any], *, metrics: set[str] | None = None,
                  order: list[tuple[str, str]] | None = None, extensions: bool = True) -> None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        _writing(out_dir, lambda: out_dir.mkdir(parents=True, exist_ok=True))
         self.manifest = manifest
         self.extensions = extensions
         scorers = list(manifest.get("scorers") or (manifest.get("config") or {}).get("scorers") or [])
@@ -465,12 +492,16 @@ class EvalbenchCsvWriter:
         def columns(base: list[str], extra: list[str]) -> list[str]:
             return base + extra if extensions else list(base)
 
-        self.files = [
-            _CsvFile(out_dir / "evals.csv", columns(EVALBENCH_EVALS_COLUMNS, EXTRA_EVALS_COLUMNS)),
-            _CsvFile(out_dir / "scores.csv", columns(EVALBENCH_SCORES_COLUMNS, EXTRA_SCORES_COLUMNS)),
-            _CsvFile(out_dir / "summary.csv", columns(EVALBENCH_SUMMARY_COLUMNS, EXTRA_SUMMARY_COLUMNS)),
-            _CsvFile(out_dir / "configs.csv", list(EVALBENCH_CONFIGS_COLUMNS)),
-        ]
+        self.files: list[_CsvFile] = []
+        try:
+            for name, file_columns in (("evals.csv", columns(EVALBENCH_EVALS_COLUMNS, EXTRA_EVALS_COLUMNS)),
+                                       ("scores.csv", columns(EVALBENCH_SCORES_COLUMNS, EXTRA_SCORES_COLUMNS)),
+                                       ("summary.csv", columns(EVALBENCH_SUMMARY_COLUMNS, EXTRA_SUMMARY_COLUMNS)),
+                                       ("configs.csv", list(EVALBENCH_CONFIGS_COLUMNS))):
+                self.files.append(_CsvFile(out_dir / name, file_columns))
+        except BaseException:  # an unwritable directory: the temporary files opened so far go
+            self.abort()
+            raise
 
     def add(self, record: dict[str, Any]) -> None:
         evals_file, scores_file = self.files[0], self.files[1]

@@ -1,120 +1,384 @@
 """The journal record of one completed conversation: the contract other tools read.
 
 One JSON object per line of ``conversations.jsonl``, versioned by ``schema_version``.
-Results keep their row counts, columns, errors and a short preview, never the full rows.
+Results keep their row counts, columns, errors, a hash of all their rows and a short preview,
+never the full rows.
+
+Every record is made safe and bounded here, where it is built, before anything serializes it
+(the journal, and every report derived from the in-memory record):
+
+- **Text.** Lone surrogates (text decoded with ``surrogateescape`` from invalid UTF-8, or a
+  ``"\\ud800"`` escape) are replaced by U+FFFD; a valid surrogate pair becomes its character.
+  NUL and other control characters are kept: JSON writes them as ``\\u0000`` escapes, so the
+  journal is always valid UTF-8 JSON and reads back as written.
+- **Caps** (UTF-8 bytes, :data:`CAPS`): each text, each result preview (per cell and in total),
+  each agent reply's raw events and tool calls. A cut text ends with ``...[N more bytes]`` (the
+  whole text, marker included, stays within its cap); a structured value over its cap (raw
+  events, tool arguments or responses, a json cell) is replaced by the beginning of its JSON
+  text, cut the same way; a preview cut by its caps says ``"preview_truncated": true``. A record
+  still larger than ``CAPS.record`` is rebuilt with tighter caps, step by step (raw events first,
+  then tool payloads, previews and texts), and says ``"record_truncated": true``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
+import hashlib
+import json
 import math
+import threading
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterable
 
-from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, Turn
+from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
 from evalbench.db.sandbox import ExecutionResult
 
 SCHEMA_VERSION = 1
-MAX_TEXT = 20_000  # characters of any one text kept in the journal
 
 
-def json_value(value: Any) -> Any:
-    """A JSON-able form of a database value for previews."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value[:MAX_TEXT] if isinstance(value, str) else value
+@dataclasses.dataclass(frozen=True)
+class Caps:
+    """Byte caps (UTF-8) on what one journal record stores."""
+
+    text: int = 16 * 1024  # any one text: SQL, agent and user text, questions, answers, errors
+    cell: int = 1024  # one cell of a result preview
+    preview: int = 8 * 1024  # one result preview, all its cells (rows are kept whole, in order)
+    raw: int = 16 * 1024  # an agent reply's raw events
+    tool_payload: int = 4 * 1024  # the arguments of one tool call, and its response
+    tool_calls: int = 32  # tool calls kept per reply (the others are counted in tool_calls_omitted)
+    record: int = 64 * 1024  # one record (journal line): above it, tighter caps are applied
+
+
+CAPS = Caps()
+_MEMO = threading.local()  # JSON texts of the raw values of the record being built (bounded_record)
+MAX_TEXT = CAPS.text  # kept for readers of the old constant (now bytes, not characters)
+
+
+def _tighter(caps: Caps) -> list[Caps]:
+    """The caps tried, in order, until a record fits ``caps.record``."""
+    def at_most(**limits: int) -> Caps:
+        return dataclasses.replace(caps, **{k: min(getattr(caps, k), v) for k, v in limits.items()})
+
+    return [
+        caps,
+        at_most(raw=2048, tool_payload=1024),
+        at_most(raw=256, tool_payload=256, tool_calls=8, preview=2048, cell=256, text=4096),
+        at_most(raw=0, tool_payload=0, tool_calls=4, preview=0, cell=0, text=1024),
+        at_most(raw=0, tool_payload=0, tool_calls=0, preview=0, cell=0, text=256),
+    ]
+
+
+# --------------------------------------------------------------------------- text
+
+
+def clean_text(text: str) -> str:
+    """``text`` encodable as UTF-8: lone surrogates become U+FFFD (a valid pair, its character)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _marker(omitted: int) -> str:
+    return f"...[{omitted} more bytes]"
+
+
+def clip_text(text: str, limit: int | None, total: int | None = None) -> str:
+    """``text`` cleaned (:func:`clean_text`) and cut to ``limit`` UTF-8 bytes, the marker
+    ``...[N more bytes]`` included (idempotent: a clipped text is not clipped again).
+    ``total``: the text's size in bytes, when known."""
+    if limit is None or len(text) * 4 <= limit:
+        return clean_text(text)
+    if total is None:
+        total = len(text.encode("utf-8", "surrogatepass"))  # a lone surrogate counts 3 bytes, as U+FFFD
+    if total <= limit:
+        cleaned = clean_text(text)
+        if len(cleaned.encode("utf-8")) <= limit:
+            return cleaned
+    # only the head is cleaned: at most ``limit`` code points are enough for ``limit`` bytes
+    head = clean_text(text[:limit]).encode("utf-8")[:max(0, limit - len(_marker(total)))]
+    kept = head.decode("utf-8", "ignore")  # never half a character
+    return kept + _marker(max(0, total - len(kept.encode("utf-8"))))
+
+
+def _clip(text: str | None, limit: int | None = MAX_TEXT) -> str | None:
+    return None if text is None else clip_text(str(text), limit)
+
+
+def _key(key: Any) -> Any:
+    if isinstance(key, str):
+        return clip_text(key, 1024)
+    if key is None or isinstance(key, (bool, int, float)):
+        return key  # json.dumps writes these keys itself
+    return clip_text(str(key), 1024)
+
+
+def clean_value(value: Any) -> Any:
+    """``value`` with every text in it (keys too) cleaned by :func:`clean_text`; containers keep
+    their types and anything else is returned as it is (for summaries and manifests, which are
+    not capped)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k: clean_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_value(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(clean_value(v) for v in value)
+    return value
+
+
+def plain(value: Any, limit: int | None = None) -> Any:
+    """A JSON-able copy of ``value``: texts cleaned and cut to ``limit`` bytes, dicts with string
+    keys, tuples and sets as lists, enums by value, dataclasses as dicts, anything else as ``str``."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, str):
+        return clip_text(value, limit)
     if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+        return value
+    if isinstance(value, enum.Enum):
+        return plain(value.value, limit)
+    if isinstance(value, dict):
+        return {_key(k): plain(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v, limit) for v in value]
     if isinstance(value, Decimal):
         return float(value) if value.is_finite() else str(value)
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return value.isoformat()
-    if isinstance(value, (dict, list)):
-        return value
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return "\\x" + bytes(value).hex()[:200]
-    return str(value)
+        return clip_text("\\x" + bytes(value).hex(), limit)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name), limit) for f in dataclasses.fields(value)}
+    model_dump = getattr(value, "model_dump", None)  # pydantic models
+    if callable(model_dump):
+        try:
+            return plain(model_dump(), limit)
+        except Exception:  # noqa: BLE001, S110 - a model that cannot dump itself is written as text
+            pass
+    return clip_text(str(value), limit)
 
 
-def _clip(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_TEXT:
-        return text
-    return text[:MAX_TEXT] + f"... [{len(text) - MAX_TEXT} more characters]"
+def dumps(value: Any) -> str:
+    """The journal's JSON text of a :func:`plain` value (UTF-8 safe, NUL as ``\\u0000``)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def execution_record(result: ExecutionResult | None, preview_rows: int) -> dict[str, Any] | None:
+def _size(value: Any) -> int:
+    return len(dumps(value).encode("utf-8"))
+
+
+def bounded(value: Any, limit: int) -> tuple[Any, bool]:
+    """``value`` as :func:`plain` when its JSON fits ``limit`` bytes, else the beginning of its
+    JSON text (or of the text itself) with the ``...[N more bytes]`` marker; and whether it was cut."""
+    if value is None:
+        return None, False
+    if isinstance(value, str):
+        clipped = clip_text(value, limit)
+        return clipped, len(clipped) != len(value) or clipped != clean_text(value)
+    memo: dict[int, tuple[str, int]] | None = getattr(_MEMO, "texts", None)  # set by bounded_record
+    known = memo.get(id(value)) if memo is not None else None
+    if known is None:
+        try:  # measured first (in C): a huge value is never walked
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):  # keys json cannot write, a circular value...
+            text = dumps(plain(value))
+        known = text, len(text.encode("utf-8", "surrogatepass"))
+        if memo is not None:
+            memo[id(value)] = known
+    text, size = known
+    if size <= limit:
+        kept = plain(value)
+        if _size(kept) <= limit:
+            return kept, False
+    return clip_text(text, limit, size), True
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _cell(value: Any, limit: int | None) -> tuple[Any, bool]:
+    """One preview cell (a text, or a structured value whose JSON fits ``limit`` bytes, else the
+    beginning of that JSON); and whether it was cut."""
+    if isinstance(value, float):
+        return (value if math.isfinite(value) else str(value)), False
+    if isinstance(value, (dict, list, tuple)):
+        return bounded(value, limit) if limit is not None else (plain(value), False)
+    kept = plain(value, limit)
+    if isinstance(kept, str) and limit is not None and len(kept) * 4 > limit:
+        full = plain(value)
+        return kept, kept != full
+    return kept, False
+
+
+def json_value(value: Any, limit: int | None = CAPS.cell) -> Any:
+    """A JSON-able form of a database value for previews (a text, or the JSON of a structured
+    value, cut to ``limit`` bytes)."""
+    return _cell(value, limit)[0]
+
+
+def _canonical(value: Any) -> Any:
+    """One cell as hashed: JSON numbers, texts, booleans and nulls as they are; structured values
+    recursively; any other type as ``{"$<type>": text}``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": bytes(value).hex()}
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return {f"${type(value).__name__}": value.isoformat()}
+    return {f"${type(value).__name__}": str(value)}
+
+
+def rows_sha256(rows: Iterable[Iterable[Any]]) -> str:
+    """sha256 of every row, in order: each row's cells as a compact JSON array (ASCII, keys sorted,
+    :func:`_canonical` cells) followed by a newline."""
+    digest = hashlib.sha256()
+    encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
+    for row in rows:
+        digest.update(encode([_canonical(v) for v in row]).encode("ascii"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _preview(rows: list[tuple[Any, ...]], preview_rows: int, caps: Caps) -> tuple[list[list[Any]], bool]:
+    """The first ``preview_rows`` rows, cells cut to ``caps.cell`` and whole rows kept while the
+    preview stays within ``caps.preview`` bytes; and whether the caps cut anything."""
+    preview: list[list[Any]] = []
+    used, cut = 2, False  # the enclosing brackets
+    for row in rows[:preview_rows]:
+        cells = []
+        for value in row:
+            kept, cell_cut = _cell(value, caps.cell)
+            cut = cut or cell_cut
+            cells.append(kept)
+        size = _size(cells) + 1
+        if used + size > caps.preview:
+            return preview, True
+        used += size
+        preview.append(cells)
+    return preview, cut
+
+
+def execution_record(result: ExecutionResult | None, preview_rows: int, caps: Caps = CAPS,
+                     hashes: dict[int, str] | None = None) -> dict[str, Any] | None:
     if result is None:
         return None
+    if hashes is not None and id(result) in hashes:
+        digest = hashes[id(result)]
+    else:
+        digest = rows_sha256(result.rows)
+        if hashes is not None:
+            hashes[id(result)] = digest
+    preview, cut = _preview(result.rows, preview_rows, caps)
     return {
-        "columns": result.columns,
+        "columns": [clip_text(str(c), 1024) for c in result.columns],
         "row_count": result.row_count,
         "truncated": result.truncated,
         "elapsed_s": round(result.elapsed_s, 6),
-        "error": _clip(result.error),
+        "error": _clip(result.error, caps.text),
         "error_kind": result.error_kind,
-        "preview": [[json_value(v) for v in row] for row in result.rows[:preview_rows]],
+        "rows_sha256": digest,  # of every row the database returned (up to execution.max_rows)
+        "preview": preview,
+        "preview_truncated": cut,  # the byte caps cut a cell or left out rows preview_rows would keep
     }
 
 
-def reply_record(reply: AgentReply | None) -> dict[str, Any] | None:
+def _tool_call(call: Any, caps: Caps) -> dict[str, Any]:
+    if isinstance(call, ToolCall):
+        name, args, response, call_id = call.name, call.args, call.response, call.id
+    else:  # not a ToolCall: kept as a tool call with its text as arguments
+        name, args, response, call_id = type(call).__name__, call, None, None
+    return {
+        "name": _clip(name, 1024),
+        "args": bounded(args, caps.tool_payload)[0],
+        "response": bounded(response, caps.tool_payload)[0],
+        "id": _clip(call_id, 1024),
+    }
+
+
+def reply_record(reply: AgentReply | None, caps: Caps = CAPS) -> dict[str, Any] | None:
     if reply is None:
         return None
-    return {
-        "kind": reply.kind.value,
-        "text": _clip(reply.text),
-        "sql": _clip(reply.sql),
-        "tool_calls": [dataclasses.asdict(call) for call in reply.tool_calls],
-        "usage": dataclasses.asdict(reply.usage),
+    calls = list(reply.tool_calls or [])
+    record = {
+        "kind": plain(reply.kind),
+        "text": _clip(reply.text, caps.text),
+        "sql": _clip(reply.sql, caps.text),
+        "tool_calls": [_tool_call(call, caps) for call in calls[:caps.tool_calls]],
+        "usage": plain(reply.usage),
         "latency_s": round(reply.latency_s, 6),
-        "error": _clip(reply.error),
-        "error_kind": reply.error_kind,
-        "raw": reply.raw,
+        "error": _clip(reply.error, caps.text),
+        "error_kind": _clip(reply.error_kind, 1024),
+        "raw": bounded(reply.raw, caps.raw)[0],
     }
+    if len(calls) > caps.tool_calls:
+        record["tool_calls_omitted"] = len(calls) - caps.tool_calls
+    return record
 
 
-def turn_record(turn: Turn) -> dict[str, Any]:
+def turn_record(turn: Turn, caps: Caps = CAPS) -> dict[str, Any]:
     vuser = turn.vuser
     return {
         "index": turn.index,
         "phase": turn.phase.value,
         "user_role": turn.user_role,
-        "user_text": _clip(turn.user_text),
-        "reply": reply_record(turn.reply),
+        "user_text": _clip(turn.user_text, caps.text),
+        "reply": reply_record(turn.reply, caps),
         "vuser": None
         if vuser is None
         else {
-            "action": str(vuser.action) if vuser.action else None,
+            "action": _clip(str(vuser.action), caps.text) if vuser.action else None,
             "action_kind": vuser.action.kind if vuser.action else None,
-            "text": _clip(vuser.text),
-            "error": vuser.error,
-            "audit": vuser.audit,
+            "text": _clip(vuser.text, caps.text),
+            "error": _clip(vuser.error, caps.text),
+            "audit": plain(vuser.audit, caps.text),
         },
     }
 
 
-def phase_record(phase: PhaseRecord, preview_rows: int) -> dict[str, Any]:
+def phase_record(phase: PhaseRecord, preview_rows: int, caps: Caps = CAPS,
+                 hashes: dict[int, str] | None = None) -> dict[str, Any]:
+    def clip(text: str | None) -> str | None:
+        return _clip(text, caps.text)
+
+    def execution(result: ExecutionResult | None) -> dict[str, Any] | None:
+        return execution_record(result, preview_rows, caps, hashes)
+
     return {
         "phase": phase.phase.value,
-        "question": phase.question,
+        "question": clip(phase.question),
         "outcome": phase.outcome.value if phase.outcome else None,
-        "error": _clip(phase.error),
+        "error": clip(phase.error),
         "clarifications": phase.clarifications,
         "clarification_budget": phase.clarification_budget,
         "debug_used": phase.debug_used,
-        "attempts": phase.attempts,
-        "sql": _clip(phase.sql),
-        "answer": _clip(phase.answer),
-        "golden_sql": [_clip(sql) for sql in phase.golden_sql],
+        "attempts": plain(phase.attempts, caps.text),
+        "sql": clip(phase.sql),
+        "answer": clip(phase.answer),
+        "golden_sql": [clip(sql) for sql in phase.golden_sql],
         "golden_is_script": phase.golden_is_script,
-        "conditions": phase.conditions.model_dump(),
-        "generated": execution_record(phase.generated, preview_rows),
-        "golden": [execution_record(g, preview_rows) for g in phase.golden],
+        "conditions": plain(phase.conditions.model_dump()),
+        "generated": execution(phase.generated),
+        "golden": [execution(g) for g in phase.golden],
         # the SQL actually compared when it differs from what was written (bird_interact cleans it)
-        "compared_sql": _clip(phase.compared_sql),
-        "compared": execution_record(phase.compared, preview_rows),
-        "golden_run_sql": [[_clip(sql) for sql in run] for run in phase.golden_run_sql]
+        "compared_sql": clip(phase.compared_sql),
+        "compared": execution(phase.compared),
+        "golden_run_sql": [[clip(sql) for sql in run] for run in phase.golden_run_sql]
         if _cleaned(phase) else None,
-        "scores": {name: dataclasses.asdict(score) | {"flags": list(score.flags)} for name, score in phase.scores.items()},
+        "scores": {_key(name): plain(dataclasses.asdict(score) | {"flags": list(score.flags)}, caps.text)
+                   for name, score in phase.scores.items()},
         # the phase's verdict: its primary scorer's (what success rates, flips and gates use)
         "primary": phase.primary,
         "passed": phase.passed if phase.primary is not None else None,  # None: no pass/fail scorer applies
@@ -148,7 +412,7 @@ def reward(conv: Conversation) -> float:
     return round(total, 4)
 
 
-def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5) -> dict[str, Any]:
+def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashes: dict[int, str]) -> dict[str, Any]:
     item = conv.item
     usage = {"prompt": 0, "completion": 0, "total": 0}
     for turn in conv.turns:
@@ -156,7 +420,7 @@ def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5) 
             usage["prompt"] += turn.reply.usage.prompt
             usage["completion"] += turn.reply.usage.completion
             usage["total"] += turn.reply.usage.total
-    return {
+    record = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "item_id": item.id,
@@ -171,13 +435,42 @@ def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5) 
         "source": item.source,
         "seed": conv.seed,
         "outcome": conv.outcome.value if conv.outcome else None,
-        "error": _clip(conv.error),
+        "error": _clip(conv.error, caps.text),
         "elapsed_s": round(conv.elapsed_s, 6),
         "sessions_opened": conv.sessions_opened,
         "stage_seconds": {k: round(v, 6) for k, v in conv.stage_seconds.items()},
         "tokens": usage,
         "reward": reward(conv),
         "leaks": sum(1 for t in conv.turns if t.vuser is not None and t.vuser.audit.get("leaks")),
-        "turns": [turn_record(t) for t in conv.turns],
-        "phases": [phase_record(p, preview_rows) for p in conv.phases],
+        "turns": [turn_record(t, caps) for t in conv.turns],
+        "phases": [phase_record(p, preview_rows, caps, hashes) for p in conv.phases],
     }
+    # every text of the record (item fields, ids, score details...) is cleaned and capped too
+    return plain(record, caps.text)
+
+
+def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, extra: dict[str, Any] | None = None,
+                   caps: Caps = CAPS) -> tuple[dict[str, Any], str]:
+    """The record of ``conv`` (with ``extra`` fields) within ``caps``, and its journal line (JSON,
+    no newline). Above ``caps.record`` bytes the record is rebuilt with tighter caps, step by
+    step; the last step is kept whatever its size (a conversation of very many turns)."""
+    hashes: dict[int, str] = {}  # each result is hashed once, whatever the number of steps
+    _MEMO.texts = {}  # and each raw value serialized once (the conversation holds them: ids are stable)
+    try:
+        extra = plain(extra or {}, caps.text)
+        steps = _tighter(caps)
+        for step, step_caps in enumerate(steps):
+            record = _build(conv, run_id, preview_rows, step_caps, hashes) | extra
+            if step:
+                record["record_truncated"] = True
+            line = dumps(record)
+            if len(line.encode("utf-8")) <= caps.record or step == len(steps) - 1:
+                return record, line
+        raise AssertionError("unreachable")
+    finally:
+        _MEMO.texts = None
+
+
+def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5, caps: Caps = CAPS) -> dict[str, Any]:
+    """The journal record of ``conv`` (see :func:`bounded_record`)."""
+    return bounded_record(conv, run_id, preview_rows, caps=caps)[0]

@@ -3,19 +3,29 @@
 
 The journal is appended and flushed as each conversation completes, so a crash loses nothing
 that finished. Whole-file outputs are written to a temporary file and renamed into place.
+
+Records are cleaned and bounded where they are built (:mod:`evalbench.results.record`), so the
+journal is always valid UTF-8 JSON. A file that cannot be written (disk full, permissions, a
+read-only file system) raises :class:`OutputError`, which names it and stops the run (exit 3);
+a journal line that could not be written whole is cut off again, so the journal ends with its
+last complete line (a half line that could not be cut off is dropped by ``--resume``).
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from evalbench.conversation import Conversation
-from evalbench.results.record import conversation_record
+from evalbench.errors import EvalbenchError
+from evalbench.results.csvsafe import safe_row
+from evalbench.results.record import CAPS, Caps, bounded_record, clean_text, clean_value
 from evalbench.results.summary import SummaryBuilder
 
 JOURNAL = "conversations.jsonl"
@@ -23,59 +33,104 @@ SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's
 SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags"]
 
 
+class OutputError(EvalbenchError):
+    """A file of the run directory could not be written (ENOSPC, EACCES, EROFS, ...): the run
+    stops with this one-line message naming the file (exit 3)."""
+
+    exit_code = 3
+
+    def __init__(self, path: Path | str, error: OSError, *, temporary: Path | None = None) -> None:
+        self.path, self.error = str(path), error
+        reason = error.strerror or str(error)
+        code = errno.errorcode.get(error.errno) if error.errno is not None else None
+        if code:
+            reason += f" ({code})"
+        failing = None if error.filename is None else str(error.filename)
+        if failing in (self.path, str(temporary)):  # the file itself, or the temporary file renamed into it
+            failing = None
+        where = self.path if failing is None else f"{failing} (writing {self.path})"
+        super().__init__(f"cannot write {where}: {reason}")
+
+
 def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
-    """The scores_native.csv rows of one record: one per (phase, scorer)."""
+    """The scores_native.csv rows of one record: one per (phase, scorer); text cells that a
+    spreadsheet would run as a formula are neutralised (:func:`~evalbench.results.evalbench_csv.safe_cell`)."""
     for phase in record["phases"]:
         for name, score in phase["scores"].items():
-            writer.writerow([run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
-                             score["value"], score["passed"], score["applicable"], score["detail"], ";".join(score["flags"])])
+            writer.writerow(safe_row([run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
+                                      score["value"], score["passed"], score["applicable"], score["detail"],
+                                      ";".join(score["flags"])]))
 
 
 def write_atomic_with(path: Path, write: Callable[[TextIO], None]) -> Path:
-    """Stream a file through ``write`` into a temporary file renamed into place; its path."""
+    """Stream a file through ``write`` into a temporary file renamed into place; its path.
+    An OS error (disk full, ...) raises :class:`OutputError` and leaves the previous file as it was."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with tmp.open("w", encoding="utf-8", newline="") as out:
             write(out)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(path, exc, temporary=tmp) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
     return path
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic_with(path, lambda out: out.write(text))
 
 
 def _json_default(value: Any) -> Any:
-    return str(value)
+    return clean_text(str(value))
 
 
 class RunWriter:
     def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str],
                  simulator: dict[str, Any] | None = None, resume: bool = False,
-                 on_record: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_record: Callable[[dict[str, Any]], None] | None = None, caps: Caps = CAPS) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
         self.preview_rows = preview_rows
+        self.caps = caps
         # Who played the user (kind, model, prompt hashes): on every record, so conversations
         # from different simulators are never compared unknowingly.
         self.simulator = simulator or {}
-        run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.summary = SummaryBuilder(metric_scorers)
         self.on_record = on_record  # the reports built as records arrive (called under the lock)
-        self._scores_file = (run_dir / SCORES_NATIVE).open("w", encoding="utf-8", newline="")
+        self.failure: OutputError | None = None  # the first write that failed: nothing is written after it
+        self._journal_path = run_dir / JOURNAL
+        self._scores_path = run_dir / SCORES_NATIVE
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(run_dir, exc) from None
+        self._scores_file = self._open(self._scores_path, lambda: self._scores_path.open("w", encoding="utf-8", newline=""))
         self._scores = csv.writer(self._scores_file)
-        self._scores.writerow(SCORES_COLUMNS)
+        self._scores_write(lambda: self._scores.writerow(SCORES_COLUMNS))
         self.resumed = None
         if resume:  # the finished conversations count as if this process had run them
             from evalbench.resume import repair_journal
 
-            self.resumed = repair_journal(run_dir, self._replay)
-        self._journal = (run_dir / JOURNAL).open("a", encoding="utf-8")
+            try:
+                self.resumed = repair_journal(run_dir, self._replay)
+            except OSError as exc:
+                raise OutputError(self._journal_path, exc) from None
+        # unbuffered: each record is written by os.write as one whole line (or cut off again, see _append)
+        self._journal_fd: int | None = self._open(
+            self._journal_path, lambda: os.open(self._journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
+        self._journal_size = os.fstat(self._journal_fd).st_size
+
+    @staticmethod
+    def _open(path: Path, opener: Callable[[], Any]) -> Any:
+        try:
+            return opener()
+        except OSError as exc:
+            raise OutputError(path, exc) from None
 
     def _replay(self, record: dict[str, Any]) -> None:
         self._write_scores(record)
@@ -84,31 +139,79 @@ class RunWriter:
             self.on_record(record)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_atomic(self.run_dir / "manifest.json", json.dumps(manifest, indent=2, default=_json_default) + "\n")
+        text = json.dumps(clean_value(manifest), indent=2, default=_json_default) + "\n"
+        write_atomic(self.run_dir / "manifest.json", text)
 
     def record(self, conv: Conversation) -> dict[str, Any]:
-        """Journal one completed conversation (thread-safe)."""
-        record = conversation_record(conv, self.run_id, self.preview_rows)
-        record["simulator"] = self.simulator
-        line = json.dumps(record, default=_json_default, ensure_ascii=False)
+        """Journal one completed conversation (thread-safe). Raises :class:`OutputError` when the
+        journal or a report cannot be written; after that, nothing more is written."""
+        record, line = bounded_record(conv, self.run_id, self.preview_rows, extra={"simulator": self.simulator},
+                                      caps=self.caps)
+        data = (line + "\n").encode("utf-8")
         with self._lock:
-            self._journal.write(line + "\n")
-            self._journal.flush()
-            self._write_scores(record)
-            self._scores_file.flush()
-            self.summary.add(record)
-            if self.on_record is not None:
-                self.on_record(record)
+            if self.failure is not None:
+                return record  # the run is stopping: this conversation runs again on --resume
+            self._append(data)
+            try:
+                self._write_scores(record)
+                self._scores_write(self._scores_file.flush)
+                self.summary.add(record)
+                if self.on_record is not None:
+                    self.on_record(record)
+            except OutputError as exc:
+                self.failure = exc
+                raise
+            except OSError as exc:  # a report's spooled temporary file
+                self.failure = OutputError(exc.filename or f"a temporary file in {tempfile.gettempdir()}", exc)
+                raise self.failure from None
         return record
 
+    def _append(self, data: bytes) -> None:
+        """Append one whole line to the journal; on an OS error, cut off what was written of it."""
+        fd = self._journal_fd
+        assert fd is not None, "the run writer is closed"
+        start = self._journal_size
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(fd, view)
+                if not written:
+                    raise OSError(errno.EIO, "nothing written")
+                view = view[written:]
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass  # the half line has no newline: --resume drops it
+            self.failure = OutputError(self._journal_path, exc)
+            raise self.failure from None
+        self._journal_size = start + len(data)
+
     def _write_scores(self, record: dict[str, Any]) -> None:
-        write_score_rows(self._scores, record, self.run_id)
+        self._scores_write(lambda: write_score_rows(self._scores, record, self.run_id))
+
+    def _scores_write(self, write: Callable[[], Any]) -> None:
+        try:
+            write()
+        except OSError as exc:
+            raise OutputError(self._scores_path, exc) from None
 
     def finish(self, **extra: Any) -> dict[str, Any]:
         """The run's summary (the reports are written from it by :mod:`evalbench.results.reports`)."""
         with self._lock:
-            return self.summary.result(run_id=self.run_id, **extra)
+            return clean_value(self.summary.result(run_id=self.run_id, **extra))
 
     def close(self) -> None:
-        self._journal.close()
-        self._scores_file.close()
+        """Close the files; an error flushing scores_native.csv raises :class:`OutputError` (unless
+        the run is already stopping on one)."""
+        if self._journal_fd is not None:
+            fd, self._journal_fd = self._journal_fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # unbuffered: every line was written (or cut off) by _append
+        try:
+            self._scores_file.close()
+        except OSError as exc:
+            if self.failure is None:
+                raise OutputError(self._scores_path, exc) from None
