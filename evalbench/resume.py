@@ -6,8 +6,9 @@ else (dataset, databases, agent, virtual user, scorers, seed, limits) makes the 
 conversations incomparable with the new ones, and is refused with the list of differences.
 
 The journal is repaired first: a line cut short by a crash (SIGKILL, power loss) and the
-conversations recorded as ``cancelled`` are dropped, so they run again; every other item is
-kept exactly once.
+conversations recorded as ``cancelled`` or ``db_error`` (the run was interrupted, or its database
+was unreachable: nothing was learnt about the agent) are dropped, so they run again; every other
+item is kept exactly once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any, Callable
 from evalbench.errors import ConfigError
 from evalbench.results.rundir import JOURNAL
 
+# Outcomes that say nothing about the agent: their conversations run again on resume.
+RUN_AGAIN = frozenset({"cancelled", "db_error"})
 # Dotted config keys that may change on resume (prefix match).
 MAY_CHANGE = ("run_id", "runners", "max_in_flight", "reporting", "model_config.retry", "vuser_model_config.retry")
 
@@ -95,7 +98,7 @@ def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None]) -
             except json.JSONDecodeError:
                 state.dropped_partial += 1
                 continue
-            if record.get("outcome") == "cancelled":
+            if record.get("outcome") in RUN_AGAIN:
                 state.dropped_cancelled += 1
                 continue
             if record["item_id"] in state.done:

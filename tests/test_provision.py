@@ -379,11 +379,17 @@ def test_using_an_existing_database_as_is(pgdata):
     name = unique_name()
     target = make_target(pgdata, name)
     admin_exec(target, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    admin_exec(target, sql.SQL("CREATE TABLE t (x int); INSERT INTO t VALUES (1)"), database=name)
     report = provision(target, None)
     assert report.action == "external"
     assert report.checksum is None
-    assert report.sandbox_user == target.admin.username
-    assert report.warning is not None and "superuser" in report.warning
+    assert report.sandbox_user == SANDBOX_ROLE  # never the (superuser) admin connection
+    assert report.warning is not None and "cancel its own other connections" in report.warning
+    with psycopg.connect(libpq_conninfo(target.url(user=report.sandbox_user))) as conn:
+        assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0] is False
+        assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]  # it may read
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM t")  # and only read
 
 
 # --------------------------------------------------------------------------- a real dataset

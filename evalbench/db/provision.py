@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import hmac
 import logging
-from dataclasses import dataclass
+import os
+import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -29,7 +32,7 @@ from evalbench.errors import ProvisioningError
 log = logging.getLogger(__name__)
 
 # Bump when provisioning itself changes what it leaves behind, so old databases are rebuilt.
-PROVISIONING_VERSION = "2"
+PROVISIONING_VERSION = "3"  # 3: signal functions revoked from PUBLIC, template for test-case copies
 _MARK = "evalbench:"
 _INSERT_BATCH = 500
 DIALECT_DIRS = {"postgres": ("postgres", "postgresql"), "alloydb": ("alloydb", "postgres", "postgresql")}
@@ -63,6 +66,7 @@ class ProvisionReport:
     rows_loaded: int = 0
     warning: str | None = None
     template: str | None = None  # the copy test cases are run on copies of (evalbench.db.clones)
+    sandbox_password: str | None = field(default=None, repr=False)  # never written anywhere
 
 
 def find_setup(setup_directory: Path | None, database: str, dialect: str) -> SetupFiles | None:
@@ -107,9 +111,10 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
             ).fetchone()
             comment = row[0] if row else None
             if row is not None and comment == f"{_MARK}ok:{checksum}":
-                sandbox_user, warning = _sandbox_user(target, admin, can_create_roles)
+                login = sandbox_login(target, admin, can_create_roles)
                 template = _template(admin, target.name, checksum, fresh=False)
-                return ProvisionReport(target.name, "reused", checksum, sandbox_user, warning=warning, template=template)
+                return ProvisionReport(target.name, "reused", checksum, login.user, warning=login.warning,
+                                       template=template, sandbox_password=login.password)
             action = "created"
             if row is not None:
                 ours = bool(comment and comment.startswith(_MARK))
@@ -124,11 +129,13 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(target.name)))
             _comment(admin, target.name, f"{_MARK}provisioning")
             tables, rows = _load(target, setup)
-            sandbox_user, warning = _sandbox_user(target, admin, can_create_roles, grant=True)
+            login = sandbox_login(target, admin, can_create_roles, grants=_OWNER_GRANTS)
+            warning = _revoke_signals(target) or login.warning
             _comment(admin, target.name, f"{_MARK}ok:{checksum}")
             template = _template(admin, target.name, checksum, fresh=True)
             log.info("provisioned %s (%d tables, %d rows)", target.describe(), tables, rows)
-            return ProvisionReport(target.name, action, checksum, sandbox_user, tables, rows, warning, template)
+            return ProvisionReport(target.name, action, checksum, login.user, tables, rows, warning, template,
+                                   login.password)
         finally:
             admin.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (_MARK + target.name,))
 
@@ -149,21 +156,18 @@ def _template(admin: psycopg.Connection, database: str, checksum: str, fresh: bo
 
 
 def _use_as_is(target: DatabaseTarget, admin: psycopg.Connection, can_create_roles: bool) -> ProvisionReport:
+    """A database evalbench did not create: agent SQL runs as the sandbox role with SELECT only
+    (or as the configured user when that user is itself unprivileged)."""
     exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (target.name,)).fetchone()
     if not exists:
         raise ProvisioningError(
             f"database {target.name!r} does not exist on {target.describe()} and there is no setup for it "
             "(set setup_directory to a folder holding a sub-folder with this name)"
         )
-    user = target.admin.username or "postgres"
-    superuser = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
-    warning = None
-    if superuser and superuser[0]:
-        warning = (
-            f"agent SQL runs as {user!r}, a superuser, on a database evalbench did not create; "
-            "configure a read-only user_name for this database"
-        )
-    return ProvisionReport(target.name, "external", None, user, warning=warning)
+    login = sandbox_login(target, admin, can_create_roles, grants=_READ_GRANTS)
+    warning = login.warning or ("the sandbox role may cancel its own other connections on a database evalbench "
+                                "did not create (signal functions are revoked only on provisioned databases)")
+    return ProvisionReport(target.name, "external", None, login.user, warning=warning, sandbox_password=login.password)
 
 
 def _comment(admin: psycopg.Connection, database: str, text: str) -> None:
@@ -268,43 +272,121 @@ def _advance_sequences(conn: psycopg.Connection) -> None:
 # --------------------------------------------------------------------------- sandbox role
 
 
-def _sandbox_user(
-    target: DatabaseTarget, admin: psycopg.Connection, can_create_roles: bool, grant: bool = False
-) -> tuple[str, str | None]:
-    """The role agent SQL runs as: a non-superuser login role that owns the database's objects,
-    so management tasks can change them inside a transaction that is always rolled back."""
-    fallback = target.admin.username or "postgres"
+@dataclass(frozen=True)
+class SandboxLogin:
+    user: str
+    password: str | None = field(default=None, repr=False)
+    warning: str | None = None
+
+
+# Rights that let a role escape the sandbox (run programs, read or write server files, signal
+# other backends, bypass row security, create roles or databases).
+_UNSAFE = """
+SELECT rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls
+       OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER')
+       OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER')
+       OR pg_has_role(current_user, 'pg_read_server_files', 'MEMBER')
+       OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER')
+FROM pg_roles WHERE rolname = current_user
+"""
+
+
+def sandbox_login(target: DatabaseTarget, admin: psycopg.Connection, can_create_roles: bool,
+                  grants: str = "") -> SandboxLogin:
+    """The role agent SQL runs as: ``evalbench_sandbox`` — never a superuser, never the admin
+    connection. Created when missing; when the server requires a password for it, one is set,
+    derived from a key kept in the user's cache folder. When no such role can be had, the
+    configured user is used only if it is itself unprivileged; otherwise provisioning fails and
+    says what to grant (the run stops before its first item)."""
     if not can_create_roles:
-        return fallback, (
-            f"the configured user cannot create roles: agent SQL runs as {fallback!r} (still read-only and rolled back)"
-        )
-    exists = admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SANDBOX_ROLE,)).fetchone()
-    if not exists:
-        try:
-            admin.execute(
-                sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION").format(
-                    sql.Identifier(SANDBOX_ROLE)
-                )
+        current = admin.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
+        if admin.execute(_UNSAFE).fetchone()[0]:  # type: ignore[index]
+            raise ProvisioningError(
+                f"the configured user {current!r} may not create the sandbox role, and agent SQL must not run as "
+                f"{current!r} (a superuser, or a role that may create roles or databases, signal backends or use "
+                f"server files); give a user that may create roles (CREATEROLE), or create a login role with only "
+                f"CONNECT and SELECT on {target.name!r} and configure it as user_name/password of this database"
             )
+        return SandboxLogin(current, target.admin.password,
+                            f"agent SQL runs as the configured user {current!r} (unprivileged), not as {SANDBOX_ROLE!r}")
+    role = sql.Identifier(SANDBOX_ROLE)
+    if not admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SANDBOX_ROLE,)).fetchone():
+        try:
+            admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS")
+                          .format(role))
         except psycopg.errors.DuplicateObject:
             pass  # created by a concurrent run
-    if grant:
+    admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS").format(role))
+    if grants:
         with psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15) as conn:
-            conn.execute(_GRANTS.replace("{role}", SANDBOX_ROLE).replace("{db}", _quote_ident(target.name)))  # type: ignore[call-overload]
+            conn.execute(grants.replace("{role}", SANDBOX_ROLE).replace("{db}", _quote_ident(target.name)))  # type: ignore[call-overload]
+    for password in (None, sandbox_password(target)):
+        if password is not None:
+            admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(password)))
+        try:
+            psycopg.connect(libpq_conninfo(target.url(user=SANDBOX_ROLE, password=password)), connect_timeout=15).close()
+            return SandboxLogin(SANDBOX_ROLE, password)
+        except psycopg.Error as exc:
+            error = _pg_message(exc)
+    raise ProvisioningError(
+        f"the sandbox role {SANDBOX_ROLE!r} cannot log in to {target.describe()} ({error}); allow it in the "
+        "server's pg_hba.conf (password or trust authentication) — agent SQL never runs as the admin user"
+    )
+
+
+def sandbox_password(target: DatabaseTarget) -> str:
+    """The sandbox role's password on a server that asks for one: an HMAC of the server's address
+    under a random key kept (0600) in the user's cache folder, so that every run of this machine
+    agrees on it."""
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalbench"
+    key_file = folder / "sandbox.key"
+    if not key_file.exists():  # written whole, then linked into place: never overwritten, never read half
+        folder.mkdir(parents=True, exist_ok=True)
+        draft = folder / f".sandbox.key.{os.getpid()}.{secrets.token_hex(4)}"
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(secrets.token_hex(32))
+        try:
+            os.link(draft, key_file)
+        except FileExistsError:
+            pass  # another process made it first
+        finally:
+            draft.unlink()
+    key = key_file.read_text().strip().encode()
+    where = f"{target.admin.host or 'local'}:{target.admin.port or 5432}:{SANDBOX_ROLE}".encode()
+    return hmac.new(key, where, hashlib.sha256).hexdigest()
+
+
+def _revoke_signals(target: DatabaseTarget) -> str | None:
+    """Nobody but a superuser may cancel or terminate backends from this database: PostgreSQL lets
+    a role signal its own other connections, which are the other conversations' (needs a
+    superuser; the functions' ACL lives in each database). A warning when it cannot be done."""
     try:
-        psycopg.connect(libpq_conninfo(target.url(user=SANDBOX_ROLE)), connect_timeout=15).close()
-    except psycopg.Error:
-        return fallback, (
-            f"the sandbox role {SANDBOX_ROLE!r} cannot log in (server authentication); agent SQL runs as {fallback!r}"
-        )
-    return SANDBOX_ROLE, None
+        with psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15) as conn:
+            conn.execute(_REVOKE_SIGNALS)  # type: ignore[call-overload]
+    except psycopg.Error as exc:
+        return f"could not revoke pg_cancel_backend/pg_terminate_backend from PUBLIC ({_pg_message(exc)}): " \
+               "agent SQL may cancel other conversations' queries"
+    return None
 
 
 def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-_GRANTS = """
+_REVOKE_SIGNALS = """
+DO $$
+DECLARE f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname = 'pg_catalog' AND p.proname IN ('pg_cancel_backend', 'pg_terminate_backend') LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END $$;
+"""
+
+# A provisioned database: the sandbox role owns its objects, so management tasks can change them
+# inside a transaction that is always rolled back.
+_OWNER_GRANTS = """
 GRANT CONNECT, TEMPORARY ON DATABASE {db} TO {role};
 DO $$
 DECLARE r record;
@@ -321,6 +403,20 @@ BEGIN
     EXECUTE format('ALTER %s %s OWNER TO {role}',
       CASE r.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE'
                      WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, r.obj);
+  END LOOP;
+END $$;
+"""
+
+# A database used as it is: reading only.
+_READ_GRANTS = """
+GRANT CONNECT ON DATABASE {db} TO {role};
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT nspname FROM pg_namespace
+           WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema' LOOP
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO {role}', r.nspname);
+    EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %I TO {role}', r.nspname);
   END LOOP;
 END $$;
 """

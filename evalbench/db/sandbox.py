@@ -11,7 +11,6 @@ through the extended query protocol one at a time, which refuses a string of sev
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -33,10 +32,6 @@ from evalbench.db.statements import (
 from evalbench.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
-
-# Functions that change session state a committed read-only query would leave behind; U& names
-# (unicode escapes) could spell them otherwise, so they trigger the reset too.
-_SESSION_STATE = re.compile(r"set_config|setseed|advisory|u&", re.IGNORECASE)
 
 # Every sequence and the value it would restart from: (name, value, is_called) for setval().
 _SEQUENCE_STATE = """
@@ -93,6 +88,7 @@ class Sandbox:
                 conninfo,
                 autocommit=True,
                 connect_timeout=int(connect_timeout_s),
+                prepare_threshold=None,  # no server-side prepared statements: DISCARD ALL follows every execution
                 # session defaults: every transaction is read-only unless begun READ WRITE
                 options=f"-c statement_timeout={self.statement_timeout_ms} -c default_transaction_read_only=on",
             )),
@@ -135,6 +131,10 @@ class Sandbox:
         writes = mode == "write" or bool(preprocess)
         with self.write_lock if writes else nullcontext():
             self._execute(statements, mode, preprocess, result, writes, preprocess_errors)
+            if result.error_kind == "connection":  # the server restarted, or a connection was lost:
+                self._pool.dispose()  # every pooled connection may be dead; try once on a new one
+                result = ExecutionResult(statements=len(statements))
+                self._execute(statements, mode, preprocess, result, writes, preprocess_errors)
         return result
 
     @contextmanager
@@ -192,11 +192,10 @@ class Sandbox:
         """End the transaction and give the connection back (or drop it when it is not healthy)."""
         if roll_back:
             try:
-                # ROLLBACK also undoes session-level SET / set_config() made inside the
-                # transaction; advisory locks are the one session state that survives it.
-                conn.execute("ROLLBACK; SELECT pg_advisory_unlock_all()")  # type: ignore[call-overload]
+                conn.execute("ROLLBACK")  # also undoes SET / set_config() made inside the transaction
                 if sequences:
                     self._restore_sequences(conn, sequences)
+                conn.execute("DISCARD ALL")  # and whatever outlives a transaction: advisory locks, ...
             except psycopg.Error:
                 healthy = False
         if healthy:
@@ -205,11 +204,11 @@ class Sandbox:
             fairy.invalidate()
 
     def _run_single(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> bool:
-        """The common case — one query, read mode, no preprocess_sql — in one round trip: the
-        query runs in its own implicit transaction, read-only and timed out by the session
-        defaults set at connect time. A query that could leave session state behind
-        (set_config, setseed, advisory locks) is followed by a reset. Returns True: nothing
-        is left to roll back."""
+        """The common case — one query, read mode, no preprocess_sql: the query runs in its own
+        implicit transaction, read-only and timed out by the session defaults set at connect
+        time, then ``DISCARD ALL`` resets the session (settings changed by ``set_config`` even
+        through dynamic SQL, advisory locks, temporary objects). Returns True: nothing is left
+        to roll back."""
         try:
             self._fetch(conn, statement, result)
         except psycopg.errors.QueryCanceled as exc:
@@ -220,8 +219,7 @@ class Sandbox:
                 raise
             result.error, result.error_kind = _message(exc), "sql"
             result.columns, result.rows = [], []
-        if _SESSION_STATE.search(statement):
-            conn.execute("RESET ALL; SELECT pg_advisory_unlock_all()")
+        conn.execute("DISCARD ALL")  # whatever the query changed (even through dynamic SQL) is reset
         return True
 
     def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]], in_transaction: bool = False) -> None:

@@ -25,10 +25,10 @@ class DatabaseTarget:
     embedded: bool
     config: DatabaseConfig
 
-    def url(self, database: str | None = None, user: str | None = None) -> URL:
+    def url(self, database: str | None = None, user: str | None = None, password: str | None = None) -> URL:
         url = self.admin.set(database=database or self.name)
         if user is not None:
-            url = url.set(username=user, password=None)
+            url = url.set(username=user, password=password)
         return url
 
     def describe(self) -> str:

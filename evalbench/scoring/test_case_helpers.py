@@ -1,5 +1,5 @@
-"""What a BIRD-Interact test case finds in its globals, and its ``conn`` (child side of
-:mod:`evalbench.scoring.test_case_runner`).
+"""BIRD-Interact's test-case helpers, executed by the test-case runner on its connection (the
+confined process that runs the test code calls them over a pipe: evalbench.scoring.test_case_jail).
 
 The helpers are those BIRD-Interact's ``single_instance_eval_postgresql.py::run_test_case`` gives
 a test case, written anew with the same behaviour: ``execute_queries`` and
@@ -9,10 +9,11 @@ None; the queries after a failing one are not run), ``ex_base``, ``preprocess_re
 ``remove_distinct`` and ``check_sql_function_usage`` (``postgresql_test_utils.py``: ``ex_base``
 compares two results as Python sets after turning dates into ``YYYY-MM-DD`` text, with no
 rounding), ``pred_query_result`` (the rows of the harness's own run of the predicted SQL) and
-``date``.
+``date``; and what ``conn.cursor()``, ``conn.commit()`` and ``conn.rollback()`` do.
 
 A statement is committed on its own when the test cases run on a throwaway copy (``commit_each``),
-as upstream does, or runs under a savepoint of the one transaction that is rolled back at the end.
+as upstream does, or runs under a savepoint of the one transaction that is rolled back at the end
+(where transaction control and settings are refused).
 """
 
 from __future__ import annotations
@@ -21,35 +22,8 @@ import datetime as dt
 from typing import Any
 
 MAX_ROWS = 10_000  # postgresql_utils.perform_query_on_postgresql_databases
-
-
-class GuardedConnection:
-    """What a test case gets as ``conn``: cursors work; ``commit`` and ``rollback`` act only on a
-    throwaway copy (in the one-transaction mode they are no-ops, so nothing can be committed);
-    ``close`` does nothing."""
-
-    def __init__(self, conn: Any, commit_each: bool) -> None:
-        self._conn = conn
-        self._commit_each = commit_each
-
-    def commit(self) -> None:
-        if self._commit_each:
-            self._conn.commit()
-
-    def rollback(self) -> None:
-        if self._commit_each:
-            self._conn.rollback()
-
-    def close(self) -> None:
-        pass
-
-    def cursor(self, *args: Any, **kwargs: Any) -> Any:
-        return self._conn.cursor(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in {"execute", "autocommit", "transaction", "set_autocommit"}:
-            raise AttributeError(f"conn.{name} is not available to test cases")
-        return getattr(self._conn, name)
+TRANSACTION_CONTROL = frozenset({"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE",
+                                 "PREPARE", "SET", "RESET", "DISCARD"})
 
 
 class Helpers:
@@ -62,19 +36,29 @@ class Helpers:
         self.agent_statements: set[str] = set()  # run through the extended protocol: one command each
         self.pred_query_result: Any = None
 
-    def run_statement(self, statement: str) -> Any:
-        """One statement, committed alone or under a savepoint; its rows (None when it returns none)."""
+    def run_statement(self, statement: str, params: Any = None, *, cursor_result: bool = False) -> Any:
+        """One statement, committed alone or under a savepoint; its rows (None when it returns
+        none), or with ``cursor_result`` a DB-API-like description, rows and row count."""
         import psycopg
 
+        from evalbench.db.statements import statement_kind
+
+        if not self.commit_each and statement_kind(statement)[0] in TRANSACTION_CONTROL:
+            raise psycopg.ProgrammingError("transaction control is not available to test cases "
+                                           "(conn.commit() and conn.rollback() are)")
         self.counter += 1
         savepoint = f"evalbench_tc_{self.counter}"
         if not self.commit_each:
             self.conn.execute(f"SAVEPOINT {savepoint}")
             self.conn.execute(f"SET LOCAL statement_timeout = {self.timeout}")
         try:
-            cursor = self.conn.execute(statement, binary=True) if statement in self.agent_statements \
-                else self.conn.execute(statement)
-            rows = _fetch(cursor, statement)
+            if statement in self.agent_statements:
+                cursor = self.conn.execute(statement, binary=True)
+            else:
+                cursor = self.conn.execute(statement, params) if params is not None else self.conn.execute(statement)
+            rows = _fetch(cursor, statement) if not cursor_result else {
+                "description": [(c.name, c.type_code, None, None, None, None, None) for c in cursor.description or []]
+                or None, "rows": cursor.fetchmany(MAX_ROWS) if cursor.description else [], "rowcount": cursor.rowcount}
         except psycopg.Error as exc:
             if self.conn.closed:
                 raise
@@ -87,6 +71,16 @@ class Helpers:
         else:
             self.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         return rows
+
+    def cursor_execute(self, statement: str, params: Any = None) -> dict[str, Any]:
+        """``conn.cursor().execute(statement, params)`` of a test case."""
+        return self.run_statement(statement, params, cursor_result=True)
+
+    def transaction_control(self, op: str) -> None:
+        """``conn.commit()`` / ``conn.rollback()`` of a test case: real on a throwaway copy, nothing
+        in the one-transaction mode (where nothing may be committed)."""
+        if self.commit_each:
+            self.conn.commit() if op == "commit" else self.conn.rollback()
 
     def perform_query_on_postgresql_databases(self, query: str, db_name: str = "", conn: Any = None) -> tuple[Any, Any]:
         from evalbench.db.statements import split_statements
