@@ -11,9 +11,10 @@ db_error — a failing virtual user, or a journal that could not be written); 13
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 EXIT_OK, EXIT_GATE, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 1, 2, 3, 130
 
@@ -171,6 +172,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_CONFIG
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job's timeout, ``kill``) cancels the run as Ctrl-C does: the conversations
+    in flight are journaled as cancelled and ``--resume`` runs them again."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (library use): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _overrides(pairs: list[str]) -> dict[str, Any]:
     import yaml
 
@@ -199,14 +220,14 @@ def _run(args: argparse.Namespace) -> int:
         overrides["reporting"] = {"csv": {"output_directory": str(Path(args.output_dir).resolve())}}
     config = load_run_config(args.config, **overrides)
     thresholds = _thresholds(args)  # bad gate options fail before the run, not after
-    result = run(config, strict=args.strict, progress=not args.no_progress,
-                 resume=Path(args.resume) if args.resume else None)
+    with _sigterm_as_interrupt():
+        result = run(config, strict=args.strict, progress=not args.no_progress,
+                     resume=Path(args.resume) if args.resume else None)
     print_summary(result.summary, result.run_dir, sys.stdout)
     return _verdict(args, result.summary, result.run_dir, thresholds, cancelled=result.cancelled)
 
 
 def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, Any] | None]:
-    import json
     from pathlib import Path
 
     from evalbench.errors import ConfigError
@@ -221,10 +242,93 @@ def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[st
         path = Path(args.baseline) / "summary.json"
         if not path.is_file():
             raise ConfigError(f"--baseline {args.baseline}: no summary.json there (is it a run directory?)")
-        baseline = json.loads(path.read_text(encoding="utf-8"))
+        baseline = _read_baseline(path)
     if args.max_infra_errors < 0:
         raise ConfigError("--max-infra-errors must be 0 or more")
     return fail_under, max_regression, baseline
+
+
+def _read_baseline(path: Any) -> dict[str, Any]:
+    """The baseline's summary.json, checked where the gates read it: anything else (unreadable,
+    not UTF-8, not JSON, not an object, a value of the wrong type) is a ConfigError naming the
+    file (and its line or key), exit 2 — never a traceback."""
+    import json
+
+    from evalbench.errors import ConfigError
+
+    where = str(path)
+    hint = "; is --baseline a run directory written by evalbench? (`evalbench report RUN_DIR` rewrites its summary.json)"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"--baseline: cannot read the file: {exc.strerror or exc}", file=where) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--baseline: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}){hint}",
+                          file=where) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--baseline: not valid JSON (column {exc.colno}: {exc.msg}){hint}",
+                          file=where, line=exc.lineno) from None
+    except RecursionError:
+        raise ConfigError(f"--baseline: not valid JSON (nested too deeply){hint}", file=where) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--baseline: expected a JSON object (a run summary), got {_json_type(data)}{hint}", file=where)
+    _check_baseline_shape(data, where)
+    return data
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
+    """The keys of a summary the gates and the scoring check read must have their types."""
+    import math
+    from typing import NoReturn
+
+    from evalbench.errors import ConfigError
+
+    def fail(key: str, expected: str, value: Any) -> NoReturn:
+        raise ConfigError(f"--baseline: expected {expected}, got {_json_type(value)}", file=where, key=key)
+
+    def mapping(value: Any, key: str, *, null: bool = True) -> dict[str, Any]:
+        if value is None and null:
+            return {}
+        if not isinstance(value, dict):
+            fail(key, "an object" + (" or null" if null else ""), value)
+        return value
+
+    def number(holder: dict[str, Any], name: str, key: str) -> None:
+        value = holder.get(name)
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            fail(f"{key}.{name}", "a finite number or null", value)
+
+    mapping(data.get("scoring"), "scoring")
+    for phase, entry in mapping(data.get("success"), "success").items():
+        number(mapping(entry, f"success.{phase}"), "rate", f"success.{phase}")
+    for scorer, phases in mapping(data.get("scorers"), "scorers").items():
+        for phase, tally in mapping(phases, f"scorers.{scorer}", null=False).items():
+            tally = mapping(tally, f"scorers.{scorer}.{phase}")
+            number(tally, "rate", f"scorers.{scorer}.{phase}")
+            number(tally, "mean", f"scorers.{scorer}.{phase}")
+    number(mapping(data.get("conversation"), "conversation"), "mean_reward", "conversation")
+    completeness = mapping(data.get("completeness"), "completeness")
+    reasons = completeness.get("reasons")
+    if reasons is not None and (not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons)):
+        fail("completeness.reasons", "an array of strings or null", reasons)
 
 
 def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, thresholds: Any, *, cancelled: bool) -> int:

@@ -137,7 +137,7 @@ class DatabaseConfig(StrictModel):
 
 
 class ExecutionConfig(StrictModel):
-    statement_timeout_s: float = Field(10.0, gt=0, description="per statement, golden and generated SQL alike")
+    statement_timeout_s: float = Field(10.0, gt=0, description="time budget of one execution (all its statements), golden and generated SQL alike; an agent's SQL also stops at the conversation deadline")
     max_rows: int = Field(10_000, ge=1, description="rows fetched per result; more marks the result truncated")
     preview_rows: int = Field(5, ge=0, description="rows of each result kept in the journal")
 
@@ -226,7 +226,7 @@ class RunConfig(StrictModel):
         0, ge=0, description="after a wrong answer the user says so and the agent may try again (BIRD-Interact: 1)"
     )
     max_in_flight: int = Field(64, ge=1, description="conversations in flight at once (bounds memory)")
-    conversation_timeout_s: float = Field(600.0, gt=0, description="wall-clock budget of one conversation")
+    conversation_timeout_s: float = Field(600.0, gt=0, description="wall-clock budget of one conversation, from its admission: every wait (agent HTTP, SQL, virtual user, scoring) ends by it")
     run_id: str | None = Field(None, description="name of the run directory (default: timestamp + config name)")
     source: Path | None = Field(None, exclude=True, description="the config file this was read from")
 

@@ -14,6 +14,7 @@ conversation as ``invalid_item`` before the agent is called.
 
 from __future__ import annotations
 
+import math
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -188,8 +189,9 @@ class Conversation:
     seed: int
     max_turns: int
     patience: int
-    deadline: float
-    debug_attempts: int = 0  # monotonic time after which the conversation ends as TIMEOUT
+    deadline: float  # monotonic time after which the conversation ends as TIMEOUT
+    debug_attempts: int = 0
+    timeout_s: float = math.inf  # the deadline's distance from admission (see admit)
     stage: Stage = Stage.PROMPT
     turns: list[Turn] = field(default_factory=list)
     phases: list[PhaseRecord] = field(default_factory=list)
@@ -204,6 +206,12 @@ class Conversation:
     @property
     def phase(self) -> PhaseRecord:
         return self.phases[-1]
+
+    def admit(self) -> None:
+        """The conversation starts now: its clock and deadline start at admission, not while
+        it waited in the queue for a slot."""
+        self.started = time.monotonic()
+        self.deadline = self.started + self.timeout_s
 
     @property
     def last_turn(self) -> Turn:
@@ -270,6 +278,7 @@ def follow_up_preprocess(item: Item) -> list[str]:
     return [*item.preprocess_sql, *main_task, *item.clean_up_sqls]
 
 
+MAX_SQL_BYTES = 64 * 1024  # an agent's SQL (UTF-8 bytes); longer is an agent failure, never run or parsed
 DEBUG_MESSAGE = "That is not the result I expected. Please check your SQL and try again."
 
 
@@ -303,6 +312,9 @@ def after_generate(conv: Conversation, reply: AgentReply) -> Stage:
         if len(conv.turns) >= conv.max_turns:
             return _end_phase(conv, Outcome.MAX_TURNS, f"max_turns ({conv.max_turns}) reached")
         return _goto(conv, Stage.VUSER)
+    size = len((reply.sql or "").encode("utf-8", "surrogatepass")) if reply.kind is ReplyKind.SQL else 0
+    if size > MAX_SQL_BYTES:  # an agent failure, before any parser spends seconds on it
+        return _end_phase(conv, Outcome.AGENT_ERROR, f"the SQL is {size} bytes, over the limit of {MAX_SQL_BYTES} bytes")
     phase.sql = reply.sql if reply.kind is ReplyKind.SQL else None
     phase.answer = reply.text.strip() or None if reply.kind in (ReplyKind.SQL, ReplyKind.ANSWER) else None
     return _goto(conv, Stage.EXECUTE)

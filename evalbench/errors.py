@@ -38,3 +38,8 @@ class DatasetError(EvalbenchError):
 
 class ProvisioningError(EvalbenchError):
     """Setting up a database from its setup directory failed."""
+
+
+class SandboxError(ProvisioningError):
+    """Agent SQL cannot run as an unprivileged sandbox role on this server: the run stops before
+    running anything there (it never falls back to the admin connection)."""

@@ -7,6 +7,7 @@ The SDK's own retries are off, so that our retry logic (evalbench/agents/limits.
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,14 +24,20 @@ class GenaiClient:
 def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
     """A client for ``config`` (fields: base_url, timeout_s, vertexai, project, location,
     api_key_env). ``who`` and ``config_key`` name the user of the client in error messages."""
+    import certifi
     from google import genai
     from google.genai import types
+
+    from evalbench.agents.http import deadline_transport
 
     http_options = types.HttpOptions(
         base_url=config.base_url,
         timeout=max(1, int(config.timeout_s * 1000)),  # milliseconds
         retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries: ours see every 429
     )
+    if not config.vertexai:  # Vertex AI may need the SDK's own TLS setup (client certificates)
+        # the conversation deadline bounds each whole call, not only each read
+        http_options.client_args = {"transport": deadline_transport(verify=ssl.create_default_context(cafile=certifi.where()))}
     if config.vertexai:
         project = config.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
         location = config.location or os.environ.get("GOOGLE_CLOUD_LOCATION")

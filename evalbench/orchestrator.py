@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalbench import __version__
+from evalbench import __version__, deadline
 from evalbench.agents import AgentContext, build_agent
 from evalbench.config import RunConfig
 from evalbench.conversation import Conversation, Outcome, Stage, conversation_seed, fail
@@ -30,11 +30,12 @@ from evalbench.db.provision import ProvisionReport, find_setup, provision
 from evalbench.db.sandbox import Sandbox
 from evalbench.db.schema import QueryCatalog, SchemaCatalog
 from evalbench.db.target import libpq_conninfo, resolve_target
-from evalbench.errors import ConfigError, DatasetError, EvalbenchError
+from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
 from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
 from evalbench.resume import check_resumable, read_manifest
 from evalbench.scheduler import Scheduler
+from evalbench.scoring import test_case_runner
 from evalbench.scoring.plan import plan_scoring
 from evalbench.stages import Parts, StageWork, new_conversation
 from evalbench.vuser import build_vuser
@@ -63,6 +64,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     """Run the evaluation described by ``config`` and write its run directory; with ``resume``,
     continue that run directory: only the conversations its journal does not hold are run."""
     out = out or sys.stdout
+    deadline.reset_cancel()
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat()
     dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
@@ -126,7 +128,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     report_set = ReportSet(run_dir, manifest)
     writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows, metric_scorers=metric_scorers,
                        simulator=simulator, resume=resume is not None, on_record=report_set.add)
-    done: set[str] = writer.resumed.done if writer.resumed is not None else set()
+    done: set[tuple[Any, str]] = writer.resumed.done if writer.resumed is not None else set()
     if writer.resumed is not None:
         state = writer.resumed
         log.warning("resuming %s: %d conversation(s) done; running the other %d (%d cancelled or db_error and %d cut short "
@@ -162,10 +164,12 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     def evaluate_group(group: Group) -> None:
         dialect, database = group
         key = f"{dialect}/{database}"
-        if done and all(item.id in done for item in dataset.items(group)):
+        if done and all((item.dialect, item.id) in done for item in dataset.items(group)):
             return  # resumed: nothing left to run here
         try:
             report = _provision(config, dialect, database)
+        except SandboxError:
+            raise  # never run agent SQL with more rights: the whole run stops
         except EvalbenchError as exc:
             log.error("%s: %s", key, exc)
             reports[key] = {"error": str(exc)}
@@ -183,7 +187,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         queries.register(dialect, database, sandbox)
         work = StageWork(Parts(agent, vuser, sandbox, scorers, plan.rules, plan.primary))
         for item in dataset.items(group):
-            if item.id in done:
+            if (item.dialect, item.id) in done:
                 continue
             conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
                                     patience=_patience(config), timeout_s=config.conversation_timeout_s,
@@ -193,20 +197,23 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
 
     cancelled = False
     groups = sorted(scan.groups)
+    pool = ThreadPoolExecutor(max_workers=min(len(groups), MAX_PARALLEL_GROUPS), thread_name_prefix="evalbench-group")
     try:
-        with ThreadPoolExecutor(max_workers=min(len(groups), MAX_PARALLEL_GROUPS), thread_name_prefix="evalbench-group") as pool:
-            futures = [pool.submit(evaluate_group, group) for group in groups]
-            for future in futures:
-                while not future.done():
-                    time.sleep(0.05)  # keep the main thread responsive to Ctrl-C
-                future.result()
+        futures = [pool.submit(evaluate_group, group) for group in groups]
+        for future in futures:
+            while not future.done():
+                time.sleep(0.05)  # keep the main thread responsive to Ctrl-C
+            future.result()
         scheduler.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it): cancel before waiting on anything
         cancelled = True
         log.warning("cancelling: in-flight conversations are recorded as cancelled")
-        scheduler.cancel()
-        scheduler.wait()
+        _cancel_in_flight(scheduler, sandboxes)
+    except BaseException:
+        scheduler.cancel()  # an unexpected failure: stop admitting, then let it propagate
+        raise
     finally:
+        pool.shutdown(wait=True)  # the groups stop admitting once the scheduler is cancelled
         scheduler.shutdown()
         for sandbox in sandboxes:
             sandbox.close()
@@ -248,6 +255,23 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     manifest["summary_extra"] = extra  # what `evalbench report` needs besides the journal
     writer.write_manifest(manifest)
     return RunResult(run_id, run_dir, summary, scan.errors, cancelled)
+
+
+def _cancel_in_flight(scheduler: Scheduler, sandboxes: list[Any]) -> None:
+    """Stop every conversation in flight — its HTTP reads, SQL and test cases end within about a
+    second — and wait for each to be journaled as cancelled. A second Ctrl-C does not cut this
+    short: what was admitted is journaled, so ``--resume`` knows what to run again."""
+    scheduler.cancel()
+    deadline.cancel()
+    test_case_runner.cancel_all()
+    for sandbox in sandboxes:
+        sandbox.interrupt()
+    while True:
+        try:
+            scheduler.wait()
+            return
+        except KeyboardInterrupt:
+            log.warning("still cancelling: waiting for the conversations in flight to be journaled")
 
 
 def _check_knowledge(config: RunConfig, groups: Any, knowledge: dict[str, Any]) -> None:
@@ -300,10 +324,10 @@ def open_sandbox(config: RunConfig, dialect: str, database: str, report: Provisi
 
 
 def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any,
-                       done: set[str]) -> None:
+                       done: set[tuple[Any, str]]) -> None:
     """A group whose database cannot be set up: every item is still recorded (as db_error)."""
     for item in dataset.items(group):
-        if item.id in done:
+        if (item.dialect, item.id) in done:
             continue
         conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
                                 patience=_patience(config), timeout_s=config.conversation_timeout_s,
@@ -324,8 +348,8 @@ def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int]) -> dict[G
     }
 
 
-def _done_per_group(dataset: Dataset, groups: Any, done: set[str]) -> dict[Group, int]:
-    return {group: sum(1 for item in dataset.items(group) if item.id in done) for group in groups}
+def _done_per_group(dataset: Dataset, groups: Any, done: set[tuple[Any, str]]) -> dict[Group, int]:
+    return {group: sum(1 for item in dataset.items(group) if (item.dialect, item.id) in done) for group in groups}
 
 
 def _file_sha256(path: Path) -> str:

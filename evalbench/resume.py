@@ -8,7 +8,8 @@ conversations incomparable with the new ones, and is refused with the list of di
 The journal is repaired first: a line cut short by a crash (SIGKILL, power loss) and the
 conversations recorded as ``cancelled`` or ``db_error`` (the run was interrupted, or its database
 was unreachable: nothing was learnt about the agent) are dropped, so they run again; every other
-item is kept exactly once.
+conversation — keyed by (dialect, item id), as :func:`evalbench.results.read_journal` keys it — is
+kept exactly once, by its last record (as read_journal counts it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalbench.errors import ConfigError
-from evalbench.results.rundir import JOURNAL
+from evalbench.results.journal_lines import conversation_key, is_record
+from evalbench.results.rundir import JOURNAL, OutputError
 
 # Outcomes that say nothing about the agent: their conversations run again on resume.
 RUN_AGAIN = frozenset({"cancelled", "db_error"})
@@ -73,42 +75,106 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 
 @dataclass
 class JournalState:
-    done: set[str] = field(default_factory=set)  # item ids whose conversation is complete
+    # (dialect, item id) of every conversation whose record is kept: the key of
+    # :func:`evalbench.results.read_journal` (an item id may recur in another dialect)
+    done: set[tuple[Any, str]] = field(default_factory=set)
     kept: int = 0
     dropped_cancelled: int = 0
-    dropped_partial: int = 0
-    dropped_duplicates: int = 0
+    dropped_partial: int = 0  # lines cut short by a crash, or not a conversation record
+    dropped_duplicates: int = 0  # records superseded by a later record of the same conversation
+
+
+def _decode(raw: bytes) -> dict[str, Any] | None:
+    """The conversation record of a complete journal line, or None (cut short, not JSON, not a record)."""
+    if not raw.endswith(b"\n"):
+        return None  # the last line, cut short by a crash
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return record if is_record(record) else None
 
 
 def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None]) -> JournalState:
     """Rewrite the journal without partial lines, cancelled conversations and duplicates, calling
-    ``on_record`` for each record kept (streaming: the records are not held in memory)."""
+    ``on_record`` for each record kept (streaming: the records are not held in memory).
+
+    A conversation is keyed as :func:`evalbench.results.read_journal` keys it — (dialect, item
+    id) — and, recorded more than once, is its **last** record, as read_journal counts it; when that
+    last record is ``cancelled`` or ``db_error`` the conversation runs again. The journal is written
+    to a temporary file renamed into place: an OS error (a full disk) raises
+    :class:`~evalbench.results.rundir.OutputError`, removes the temporary file and leaves the
+    journal as it was."""
     path = run_dir / JOURNAL
     state = JournalState()
     if not path.exists():
         return state
     tmp = path.with_name(f".{JOURNAL}.resume")
-    with path.open("rb") as source, tmp.open("wb") as target:
-        for raw in source:
-            if not raw.endswith(b"\n"):
-                state.dropped_partial += 1  # the last line, cut short by a crash
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError:
-                state.dropped_partial += 1
-                continue
-            if record.get("outcome") in RUN_AGAIN:
-                state.dropped_cancelled += 1
-                continue
-            if record["item_id"] in state.done:
-                state.dropped_duplicates += 1
-                continue
-            state.done.add(record["item_id"])
-            state.kept += 1
-            target.write(raw)
-            on_record(record)
-        target.flush()
-        os.fsync(target.fileno())
-    os.replace(tmp, path)
+    try:
+        # First pass: the offset of each conversation's last record.
+        last: dict[tuple[Any, str], int] = {}
+        records = 0
+        offset = 0
+        with path.open("rb") as source:
+            for raw in source:
+                here, offset = offset, offset + len(raw)
+                if not raw.strip():
+                    continue
+                record = _decode(raw)
+                if record is None:
+                    state.dropped_partial += 1
+                    continue
+                records += 1
+                last[conversation_key(record)] = here
+        state.dropped_duplicates = records - len(last)
+        kept_offsets = set(last.values())
+        del last
+        # Second pass: copy the kept records, in journal order.
+        offset = 0
+        with path.open("rb") as source, tmp.open("wb") as target:
+            for raw in source:
+                here, offset = offset, offset + len(raw)
+                if here not in kept_offsets:
+                    continue
+                record = _decode(raw)
+                if record is None:  # the journal changed under us: treat as cut short
+                    state.dropped_partial += 1
+                    continue
+                if record.get("outcome") in RUN_AGAIN:
+                    state.dropped_cancelled += 1
+                    continue
+                state.done.add(conversation_key(record))
+                state.kept += 1
+                target.write(raw)
+                try:
+                    on_record(record)
+                except OSError as exc:  # not the journal's: passed on as it is, below
+                    raise _CallbackError(exc) from exc
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(tmp, path)
+    except _CallbackError as wrapped:
+        _remove(tmp)
+        raise wrapped.error from None
+    except OSError as exc:
+        _remove(tmp)
+        raise OutputError(path, exc, temporary=tmp) from None
+    except BaseException:
+        _remove(tmp)
+        raise
     return state
+
+
+class _CallbackError(Exception):
+    """An OS error raised by ``on_record`` (a report's file), not by the journal's repair."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _remove(tmp: Path) -> None:
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -43,6 +43,7 @@ class Scheduler:
             return False
         with self._lock:
             self._in_flight += 1
+        conv.admit()  # its deadline starts now, not while it waited for a slot
         self._submit(conv.stage, conv, work)
         return True
 
@@ -51,18 +52,25 @@ class Scheduler:
 
     def _step(self, stage: Stage, conv: Conversation, work: StageWork) -> None:
         if self.cancelled.is_set():
-            conv.outcome, conv.error = Outcome.CANCELLED, "run cancelled"
-            conv.elapsed_s = time.monotonic() - conv.started
-            work.close_session(conv)
-            self._complete(conv)
+            self._cancel(conv, work)
             return
         started = time.perf_counter()
         nxt = work.run(stage, conv)
         conv.stage_seconds[stage.value] = conv.stage_seconds.get(stage.value, 0.0) + time.perf_counter() - started
-        if nxt is Stage.COMPLETE:
+        if self.cancelled.is_set():  # cancelled while the stage ran: its result may be the cancellation's
+            self._cancel(conv, work)  # doing (a killed test case, an interrupted call), never a verdict
+        elif nxt is Stage.COMPLETE:
             self._complete(conv)
         else:
             self._submit(nxt, conv, work)
+
+    def _cancel(self, conv: Conversation, work: StageWork) -> None:
+        """Record ``conv`` as cancelled (``--resume`` runs it again)."""
+        conv.outcome, conv.error = Outcome.CANCELLED, "run cancelled"
+        conv.stage = Stage.COMPLETE
+        conv.elapsed_s = time.monotonic() - conv.started
+        work.close_session(conv)
+        self._complete(conv)
 
     def _complete(self, conv: Conversation) -> None:
         try:

@@ -11,6 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from evalbench import deadline
 from evalbench.agents import Agent
 from evalbench.conversation import (
     AgentReply,
@@ -61,7 +62,7 @@ class Parts:
 def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, timeout_s: float,
                      debug_attempts: int = 0) -> Conversation:
     conv = Conversation(item=item, seed=seed, max_turns=max_turns, patience=patience,
-                        deadline=time.monotonic() + timeout_s, debug_attempts=debug_attempts)
+                        deadline=time.monotonic() + timeout_s, debug_attempts=debug_attempts, timeout_s=timeout_s)
     start(conv)
     return conv
 
@@ -77,16 +78,22 @@ class StageWork:
                 text, role = next_user_message(conv)
                 return after_prompt(conv, text, role)
             if stage is Stage.GENERATE:
-                return after_generate(conv, self._generate(conv))
+                with deadline.within(conv.deadline):  # every wait on the agent's behalf ends by it
+                    reply = self._generate(conv)
+                return after_generate(conv, reply)
             if stage is Stage.VUSER:
-                return after_vuser(conv, self._vuser(conv))
+                with deadline.within(conv.deadline):
+                    answer = self._vuser(conv)
+                return after_vuser(conv, answer)
             if stage is Stage.EXECUTE:
-                if not conv.phase.golden_ready:
+                if not conv.phase.golden_ready:  # the harness's work: only the statement timeout bounds it
                     return after_golden(conv, self._execute_golden(conv))
-                self._execute(conv)
+                with deadline.within(conv.deadline):
+                    self._execute(conv)
                 return after_execute(conv)
             if stage is Stage.SCORE:
-                self._score(conv)
+                with deadline.within(conv.deadline):
+                    self._score(conv)
                 nxt = after_score(conv)
                 if nxt is Stage.COMPLETE:
                     self.close_session(conv)
@@ -177,6 +184,7 @@ def run_conversation(item: Item, parts: Parts, *, seed: int = 0, max_turns: int 
     conv = new_conversation(item, seed=seed, max_turns=max_turns, patience=patience, timeout_s=timeout_s,
                             debug_attempts=debug_attempts)
     work = StageWork(parts)
+    conv.admit()
     stage = conv.stage
     while stage is not Stage.COMPLETE:
         stage = work.run(stage, conv)

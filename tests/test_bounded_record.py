@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from evalbench.conversation import AgentReply, ReplyKind, ToolCall, VUserAction, VUserReply
+from evalbench.conversation import MAX_SQL_BYTES, AgentReply, ReplyKind, ToolCall, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity, Conditions, Item
 from evalbench.results import read_journal
 from evalbench.results.record import CAPS, Caps, bounded_record, clip_text, conversation_record, rows_sha256
@@ -121,7 +121,7 @@ def test_hostile_text_is_journaled_and_every_report_reads_it_back(demo_sandbox, 
 
     # --resume reads it back: both conversations are done, nothing is dropped
     state = repair_journal(run_dir, lambda record: None)
-    assert state.done == {"hostile\ufffd", "plain"} and state.dropped_partial == 0
+    assert state.done == {("postgres", "hostile\ufffd"), ("postgres", "plain")} and state.dropped_partial == 0
 
 
 def test_a_normal_record_is_small_and_not_cut(demo_sandbox):
@@ -140,10 +140,11 @@ def test_a_normal_record_is_small_and_not_cut(demo_sandbox):
 
 
 def test_pathological_agent_output_is_bounded(demo_sandbox):
-    """One megabyte texts, a million-byte result cell, thousands of rows, a thousand tool calls,
-    megabytes of raw events: the record stays within CAPS.record and says what was cut."""
-    big_sql = ("SELECT repeat('x', 50000) AS big, n, repeat('é', 3000) AS wide FROM generate_series(1, 500) AS n -- "
-               + "y" * 1_000_000)
+    """Megabyte texts, a 50 KB result cell, hundreds of wide rows, a thousand tool calls, megabytes
+    of raw events, SQL just under the agent SQL limit: the record stays within CAPS.record and
+    says what was cut."""
+    head = "SELECT repeat('x', 50000) AS big, n, repeat('é', 3000) AS wide FROM generate_series(1, 500) AS n -- "
+    big_sql = head + "y" * (MAX_SQL_BYTES - len(head.encode()))
 
     def script(session: int, turn: int, text: str) -> AgentReply:
         reply = sql(big_sql)

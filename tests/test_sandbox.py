@@ -437,3 +437,47 @@ def test_session_settings_changed_by_a_single_query_do_not_leak(sandbox):
         assert sandbox.execute(changer).ok
         for _ in range(3):  # whichever pooled connection runs next
             assert sandbox.execute("SHOW statement_timeout").rows != [("0",)]
+
+
+def test_the_pool_reconnects_after_the_server_dropped_every_connection(sandbox, provisioned):
+    """What a server restart does to the pool: every pooled connection is dead. The next
+    execution reconnects instead of failing as db_error."""
+    target, _report = provisioned
+    for _ in range(3):
+        assert sandbox.execute("SELECT count(*) FROM t").rows == [(3,)]  # connections in the pool
+    with psycopg.connect(libpq_conninfo(target.url()), autocommit=True) as admin:
+        pids = [pid for (pid,) in admin.execute("SELECT pid FROM pg_stat_activity WHERE usename = %s AND datname = %s",
+                                                 (SANDBOX_ROLE, target.name)).fetchall()]
+        assert pids
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    time.sleep(0.2)
+    result = sandbox.execute("SELECT count(*) FROM t")
+    assert result.error is None and result.rows == [(3,)], result
+    assert sandbox.execute("SELECT v FROM t WHERE id = 2; SELECT 1").rows == [(1,)]
+
+
+def test_sql_that_is_not_text_is_an_sql_error_not_a_crash(sandbox):
+    for sql, why in (("SELECT '\ud800'", "not valid text"), ("SELECT 'a\x00b'", "NUL")):
+        result = sandbox.execute(sql)
+        assert result.error_kind == "sql" and why in result.error, result
+
+
+def test_nothing_a_query_changes_in_the_session_reaches_the_next_execution(provisioned):
+    target, report = provisioned
+    one = Sandbox(libpq_conninfo(target.url(user=report.sandbox_user, password=report.sandbox_password)),
+                  pool_size=1, statement_timeout_s=5, max_rows=100)  # one connection: every execution reuses it
+    baseline = one.execute("SELECT current_setting('search_path'), current_setting('statement_timeout'), "
+                           "current_setting('default_transaction_read_only'), current_setting('work_mem')").rows
+    for attack in ("SELECT set_config('search_path', 'pg_catalog', false)",
+                   "SELECT set_config('statement_timeout', '1', false)",
+                   "SELECT set_config('default_transaction_read_only', 'off', false)",
+                   "SELECT * FROM ts_stat('SELECT to_tsvector(set_config(''work_mem'', ''64kB'', false))')",
+                   "SELECT pg_advisory_lock(42)",
+                   "SELECT 1; SELECT set_config('search_path', 'pg_catalog', false)"):
+        one.execute(attack)
+        after = one.execute("SELECT current_setting('search_path'), current_setting('statement_timeout'), "
+                            "current_setting('default_transaction_read_only'), current_setting('work_mem')").rows
+        assert after == baseline, attack
+        assert one.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").rows == [(0,)], attack
+    one.close()

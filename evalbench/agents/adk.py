@@ -25,7 +25,9 @@ from typing import Any
 import httpx
 
 from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
+from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
@@ -60,9 +62,8 @@ class AdkAgent:
         self._ssl = ssl.create_default_context()  # one TLS context for every session's client
 
     def new_client(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.config.base_url.rstrip("/"), headers=self._headers, timeout=self._timeout, verify=self._ssl
-        )
+        return httpx.Client(base_url=self.config.base_url.rstrip("/"), headers=self._headers, timeout=self._timeout,
+                            transport=deadline_transport(verify=self._ssl))
 
     def describe(self) -> dict[str, Any]:
         c = self.config
@@ -131,15 +132,12 @@ class AdkSession:
     def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         base_url = redact_url(self.agent.config.base_url)
         try:
-            response = self.client.request(method, path, **kwargs)
-        except httpx.ConnectError as exc:  # nothing was sent
-            raise TurnFailed(f"cannot connect to {base_url}: {exc}", "connection", True) from None
-        except httpx.ConnectTimeout:
-            raise TurnFailed(f"connect timeout ({base_url})", "connection", True) from None
-        except httpx.TimeoutException:  # sent, no answer in time: the agent may be working on it
-            raise TurnFailed(f"no answer within {self.agent.config.read_timeout_s} s", "timeout", False) from None
-        except httpx.TransportError as exc:  # dropped mid-request: it may have reached the agent
-            raise TurnFailed(f"connection lost during the request: {exc}", "connection", False) from None
+            response = request_bounded(self.client, method, path, **kwargs)
+        except httpx.TransportError as exc:  # retried only when nothing was sent (see transport_failure)
+            failure = transport_failure(exc, base_url, self.agent.config.read_timeout_s) or CallFailed(str(exc), "connection")
+            raise TurnFailed(str(failure), failure.kind, failure.retryable) from None
+        except ReplyTooLarge as exc:
+            raise TurnFailed(str(exc), "protocol", False) from None
         if response.status_code in RETRY_STATUSES:
             raise TurnFailed(
                 f"HTTP {response.status_code}: {response.text[:_BODY_KEPT]}",

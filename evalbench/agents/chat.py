@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalbench import deadline
 from evalbench.agents import AgentContext
 from evalbench.agents.config import ChatAgentOptions, default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
@@ -214,16 +215,21 @@ class CallFailed(Exception):
 
 def transport_failure(exc: BaseException, base_url: str, timeout_s: float) -> CallFailed | None:
     """An httpx (or httpx2) exception as a :class:`CallFailed`, or None if it is none of theirs.
-    A read/write timeout is a ``timeout`` (not retried); any other transport error, a connect
-    timeout included, is a retryable ``connection`` failure."""
+    Only a failure to connect is retried (nothing was sent); once the request may have reached
+    the server — a read timeout, a connection dropped mid-request or mid-reply — it is not sent
+    again. After the conversation deadline everything is a ``timeout``."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     if not type(exc).__module__.startswith("httpx") or "TransportError" not in names:
         return None
+    if deadline.passed():
+        return CallFailed("no complete answer before the conversation deadline", "timeout")
     if "ConnectTimeout" in names:
         return CallFailed(f"connect timeout ({base_url})", "connection", retryable=True)
+    if "ConnectError" in names:
+        return CallFailed(f"cannot connect to {base_url}: {exc}", "connection", retryable=True)
     if "TimeoutException" in names:
         return CallFailed(f"no answer within {timeout_s} s", "timeout")
-    return CallFailed(f"connection failed ({base_url}): {type(exc).__name__}: {exc}", "connection", retryable=True)
+    return CallFailed(f"connection lost during the request ({base_url}): {type(exc).__name__}: {exc}", "connection")
 
 
 @dataclass

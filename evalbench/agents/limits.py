@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from evalbench import deadline
 from evalbench.ratelimit import RateLimiter
 
 # Statuses that say the request was not processed: safe to send again after a backoff.
@@ -65,4 +66,5 @@ def backoff_delay(attempt: int, base_s: float, max_s: float, retry_after: float 
     delay = (rng or random).uniform(0, window)
     if retry_after is not None:
         delay = max(delay, retry_after)
-    return min(delay, max_s)
+    left = deadline.remaining()  # never sleep past the conversation's deadline: the next try then times out
+    return min(delay, max_s) if left is None else min(delay, max_s, left)

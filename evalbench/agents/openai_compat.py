@@ -31,6 +31,7 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import OpenAICompatAgentConfig
+from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
@@ -56,6 +57,7 @@ class OpenAICompatAgent(ChatAgent):
             base_url=config.base_url.rstrip("/") + "/",
             headers=headers,
             timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 10.0)),
+            transport=deadline_transport(),  # the conversation deadline bounds the whole reply
         )
 
     @property
@@ -92,10 +94,12 @@ class OpenAICompatAgent(ChatAgent):
         if self.function_calling:
             body["tools"] = OPENAI_TOOLS
         try:
-            response = self.client.post("chat/completions", json=body)
+            response = request_bounded(self.client, "POST", "chat/completions", json=body)
         except httpx.HTTPError as exc:
             failure = transport_failure(exc, self.endpoint, c.timeout_s)
             raise failure or CallFailed(f"{type(exc).__name__}: {exc}", "connection") from None
+        except ReplyTooLarge as exc:
+            raise CallFailed(str(exc), "protocol") from None
         if response.status_code in RETRY_STATUSES:
             raise CallFailed(f"HTTP {response.status_code}: {response.text[:BODY_KEPT]}", f"http_{response.status_code}",
                              retryable=True, retry_after=parse_retry_after(response.headers.get("retry-after")))

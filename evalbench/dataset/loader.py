@@ -8,6 +8,7 @@ This keeps peak memory flat in the number of items.
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -103,6 +104,11 @@ class Dataset:
                 if not item.database:
                     yield RecordError(file=str(self.path), line=record.line, item_id=item.id, message="item names no database")
                     continue
+                problem = database_name_problem(item.database)
+                if problem is not None:  # it names a folder of the setup directory: never a path out of it
+                    yield RecordError(file=str(self.path), line=record.line, item_id=item.id,
+                                      message=f"key 'selected_database' / 'database': {problem}")
+                    continue
                 yield item
 
     def _selected(self, item: Item) -> bool:
@@ -174,3 +180,12 @@ def load_items(path: Path | str, format: str = "auto", dialects: Sequence[str] =
     for record in Dataset(Path(path), format, dialects).iter_records():
         (errors if isinstance(record, RecordError) else items).append(record)  # type: ignore[arg-type]
     return items, errors
+
+
+def database_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a database name (it names one folder inside the setup directory:
+    not empty, ``.`` or ``..``, no path separator, NUL or absolute path), or None."""
+    separators = {"/", "\\", os.sep} | ({os.altsep} if os.altsep else set())
+    if not name or name in (".", "..") or "\x00" in name or any(s in name for s in separators) or os.path.isabs(name):
+        return f"database name {name!r} is not a single folder name (not empty, '.' or '..', no '/', '\\' or NUL)"
+    return None

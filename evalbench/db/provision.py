@@ -27,7 +27,8 @@ from psycopg import sql
 
 from evalbench.db.clones import make_template, template_mark, template_name
 from evalbench.db.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo
-from evalbench.errors import ProvisioningError
+from evalbench.dataset.loader import database_name_problem
+from evalbench.errors import ProvisioningError, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,19 @@ class ProvisionReport:
 
 
 def find_setup(setup_directory: Path | None, database: str, dialect: str) -> SetupFiles | None:
-    """The setup files of ``database``, or None when the setup directory has no folder for it."""
+    """The setup files of ``database``, or None when the setup directory has no folder for it.
+
+    ``database`` comes from the dataset (``selected_database`` / ``database``): it must name one
+    folder *inside* the setup directory. A name that is empty, ``.`` or ``..``, holds a path
+    separator or a NUL, or is absolute would read setup SQL from elsewhere (``../other``,
+    ``/etc``): a :class:`ProvisioningError` naming it, and the group's items are recorded as
+    ``db_error`` with that message; nothing outside the setup directory is read."""
     if setup_directory is None:
         return None
+    problem = database_name_problem(database)  # the dataset loader refuses such records already
+    if problem is not None:
+        raise ProvisioningError(f"{problem} (the items' selected_database / database key, inside the setup directory "
+                                f"{setup_directory})")
     root = setup_directory / database
     if not root.is_dir():
         return None
@@ -301,7 +312,7 @@ def sandbox_login(target: DatabaseTarget, admin: psycopg.Connection, can_create_
     if not can_create_roles:
         current = admin.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
         if admin.execute(_UNSAFE).fetchone()[0]:  # type: ignore[index]
-            raise ProvisioningError(
+            raise SandboxError(
                 f"the configured user {current!r} may not create the sandbox role, and agent SQL must not run as "
                 f"{current!r} (a superuser, or a role that may create roles or databases, signal backends or use "
                 f"server files); give a user that may create roles (CREATEROLE), or create a login role with only "
@@ -317,6 +328,7 @@ def sandbox_login(target: DatabaseTarget, admin: psycopg.Connection, can_create_
         except psycopg.errors.DuplicateObject:
             pass  # created by a concurrent run
     admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS").format(role))
+    admin.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(role))  # settings it may have given itself
     if grants:
         with psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15) as conn:
             conn.execute(grants.replace("{role}", SANDBOX_ROLE).replace("{db}", _quote_ident(target.name)))  # type: ignore[call-overload]
@@ -324,11 +336,16 @@ def sandbox_login(target: DatabaseTarget, admin: psycopg.Connection, can_create_
         if password is not None:
             admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(password)))
         try:
-            psycopg.connect(libpq_conninfo(target.url(user=SANDBOX_ROLE, password=password)), connect_timeout=15).close()
-            return SandboxLogin(SANDBOX_ROLE, password)
+            with psycopg.connect(libpq_conninfo(target.url(user=SANDBOX_ROLE, password=password)), connect_timeout=15) as conn:
+                unsafe = conn.execute(_UNSAFE).fetchone()[0]  # type: ignore[index]  # verified as it logs in
         except psycopg.Error as exc:
             error = _pg_message(exc)
-    raise ProvisioningError(
+            continue
+        if unsafe:  # e.g. someone granted it pg_signal_backend or pg_read_server_files
+            raise SandboxError(f"the sandbox role {SANDBOX_ROLE!r} has rights agent SQL must not have (membership of "
+                                    "pg_signal_backend, pg_*_server_* or a privileged role); revoke them")
+        return SandboxLogin(SANDBOX_ROLE, password)
+    raise SandboxError(
         f"the sandbox role {SANDBOX_ROLE!r} cannot log in to {target.describe()} ({error}); allow it in the "
         "server's pg_hba.conf (password or trust authentication) — agent SQL never runs as the admin user"
     )

@@ -1,7 +1,9 @@
 """Sandboxed SQL execution: golden and agent SQL alike.
 
 Every execution runs in its own transaction that is always rolled back, as the non-superuser
-sandbox role, with a statement timeout re-armed before every statement, a row cap (rows are
+sandbox role, then ``DISCARD ALL`` resets the session; the statement timeout is the budget of
+the whole execution (re-armed before every statement with what is left of it, and never beyond
+the conversation's deadline: :mod:`evalbench.deadline`), a row cap (rows are
 streamed and the query cancelled after ``cap + 1``, to detect truncation), and only the
 statement kinds allowed in its mode: ``read`` (queries; the transaction is READ ONLY after
 ``preprocess_sql``) or ``write`` (data and schema changes of management tasks). Statements go
@@ -11,6 +13,7 @@ through the extended query protocol one at a time, which refuses a string of sev
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -21,6 +24,7 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.pool import QueuePool
 
+from evalbench import deadline
 from evalbench.db.pgtypes import register_loaders
 from evalbench.db.statements import (
     READ_KEYWORDS,
@@ -80,6 +84,8 @@ class Sandbox:
     ) -> None:
         self.conninfo = conninfo  # for work that must connect as the sandbox role itself (test cases)
         self.statement_timeout_ms = max(1, int(statement_timeout_s * 1000))
+        self._busy: set[psycopg.Connection] = set()  # connections running an execution (see interrupt)
+        self._busy_lock = threading.Lock()
         self.max_rows = max_rows
         self._chunk = min(max_rows + 1, 1000)
         self._limiter = RateLimiter(executions_per_minute, burst=pool_size) if executions_per_minute else None
@@ -104,6 +110,16 @@ class Sandbox:
     def close(self) -> None:
         self._pool.dispose()
 
+    def interrupt(self) -> None:
+        """Cancel the statements running now (the run is being cancelled); they end as timeouts."""
+        with self._busy_lock:
+            busy = list(self._busy)
+        for conn in busy:
+            try:
+                conn.cancel_safe(timeout=2.0)  # the protocol's cancel request: no function call, no privilege
+            except Exception:  # already finished or closed
+                pass
+
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
         """Run ``sql`` (one text or several, each possibly holding several statements) after the
@@ -111,6 +127,9 @@ class Sandbox:
         preprocess text fails the execution, or with ``preprocess_errors="stop"`` (BIRD-Interact's
         ``execute_queries``) is undone alone and ends the preprocessing."""
         texts = [sql] if isinstance(sql, str) else list(sql)
+        unreadable = _not_text(texts)
+        if unreadable is not None:
+            return ExecutionResult(error=unreadable, error_kind="sql")
         statements = [s for text in texts for s in split_statements(text)]
         result = ExecutionResult(statements=len(statements))
         allowed = READ_KEYWORDS if mode == "read" else WRITE_KEYWORDS
@@ -123,18 +142,21 @@ class Sandbox:
         if not statements:
             result.error, result.error_kind = "no SQL statement to run", "sql"
             return result
+        budget = deadline.budget(self.statement_timeout_ms / 1000)
+        if budget is not None and budget <= 0:
+            result.error, result.error_kind = "the conversation deadline has passed", "timeout"
+            return result
         if self._limiter:
             self._limiter.acquire()
+        end = time.monotonic() + (budget if budget is not None else self.statement_timeout_ms / 1000)
+        # the single-query path needs a SET only when the deadline is nearer than its session default
+        near = budget is not None and budget * 1000 < self.statement_timeout_ms
         # Executions that may write (write mode, or preprocess_sql) run one at a time per database:
         # sequences are not transactional, so their values are restored after the rollback, and
         # that must not race another writer.
         writes = mode == "write" or bool(preprocess)
         with self.write_lock if writes else nullcontext():
-            self._execute(statements, mode, preprocess, result, writes, preprocess_errors)
-            if result.error_kind == "connection":  # the server restarted, or a connection was lost:
-                self._pool.dispose()  # every pooled connection may be dead; try once on a new one
-                result = ExecutionResult(statements=len(statements))
-                self._execute(statements, mode, preprocess, result, writes, preprocess_errors)
+            self._execute(statements, mode, preprocess, result, writes, preprocess_errors, end, near)
         return result
 
     @contextmanager
@@ -144,12 +166,11 @@ class Sandbox:
         sequences restored, one at a time per database. Raises psycopg.OperationalError when
         the database cannot be reached."""
         with self.write_lock:
-            fairy = self._pool.connect()
-            conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
+            fairy, conn = self._checkout()
             healthy = True
             try:
                 sequences = conn.execute(_SEQUENCE_STATE).fetchall()
-                conn.execute(f"BEGIN READ WRITE; SET LOCAL statement_timeout = {self.statement_timeout_ms}")  # type: ignore[call-overload]
+                conn.execute(f"BEGIN READ WRITE; SET LOCAL statement_timeout = {self._left_ms(None)}")  # type: ignore[call-overload]
                 failed = ExecutionResult()
                 self._preprocess(conn, preprocess, failed, preprocess_errors)
                 yield WriteTransaction(self, conn, sequences, failed.error)
@@ -159,31 +180,70 @@ class Sandbox:
             finally:
                 self._release(fairy, conn, healthy, healthy, sequences)
 
+    def _checkout(self) -> tuple[Any, psycopg.Connection]:
+        """A pooled connection that is alive: one the server closed while it sat in the pool (a
+        restart, a terminated backend) is dropped for a new one, so a restart costs no item."""
+        for _ in range(self._pool.size() + 1):
+            fairy = self._pool.connect()
+            conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
+            if not conn.closed and not _hung_up(conn):
+                return fairy, conn
+            fairy.invalidate()
+        raise psycopg.OperationalError("every pooled connection was closed by the server")
+
+    def _lost(self, exc: psycopg.OperationalError) -> tuple[str, ErrorKind]:
+        """The connection broke during an execution: the database's fault (``connection``: a
+        restart, the server unreachable — a ``db_error`` that ``--resume`` runs again) or the
+        SQL's (``sql``: it made the server end its session, e.g. ``set_config`` of an idle timeout;
+        never run a second time)."""
+        if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown, psycopg.errors.CannotConnectNow)):
+            return _message(exc), "connection"
+        try:
+            with psycopg.connect(self.conninfo, connect_timeout=5) as probe:
+                probe.execute("SELECT 1")
+        except psycopg.Error:
+            return _message(exc), "connection"
+        return f"the server ended the session during this SQL: {_message(exc)}", "sql"
+
+    def _left_ms(self, end: float | None) -> int:
+        """Milliseconds left before ``end`` (or of a whole statement timeout, shortened by the
+        conversation's deadline); 0 when none is left."""
+        if end is None:
+            left = deadline.budget(self.statement_timeout_ms / 1000)
+            return self.statement_timeout_ms if left is None else max(0, min(self.statement_timeout_ms, int(left * 1000)))
+        return max(0, min(self.statement_timeout_ms, int((end - time.monotonic()) * 1000)))
+
     def _execute(self, statements: list[str], mode: Mode, preprocess: Sequence[str], result: ExecutionResult, writes: bool,
-                 preprocess_errors: PreprocessErrors) -> None:
+                 preprocess_errors: PreprocessErrors, end: float, near: bool = False) -> None:
         started = time.perf_counter()
         try:
-            fairy = self._pool.connect()
+            fairy, conn = self._checkout()
         except Exception as exc:  # pool timeout or connection failure
             result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
             result.elapsed_s = time.perf_counter() - started
             return
-        conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
         healthy = True
         sequences = None
         finished = False  # the single-query path leaves no transaction to roll back
+        with self._busy_lock:
+            self._busy.add(conn)
         try:
             if writes:
                 sequences = conn.execute(_SEQUENCE_STATE).fetchall()
             if not writes and len(statements) == 1 and _streamable(statements[0]):
-                finished = self._run_single(conn, statements[0], result)
+                finished = self._run_single(conn, statements[0], result, end if near else None)
             else:
-                self._run(conn, statements, mode, preprocess, result, preprocess_errors)
+                self._run(conn, statements, mode, preprocess, result, preprocess_errors, end)
+        except _SessionSpoiled:
+            healthy = False  # the result stands; the connection is not reused
         except psycopg.OperationalError as exc:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 healthy = False
-                result.error, result.error_kind = _message(exc), "connection"
+                result.columns, result.rows = [], []
+                result.error, result.error_kind = self._lost(exc)
         finally:
+            with self._busy_lock:
+                self._busy.discard(conn)
             self._release(fairy, conn, healthy, healthy and not finished, sequences)
         result.elapsed_s = time.perf_counter() - started
 
@@ -203,13 +263,18 @@ class Sandbox:
         else:
             fairy.invalidate()
 
-    def _run_single(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> bool:
+    def _run_single(self, conn: psycopg.Connection, statement: str, result: ExecutionResult, end: float | None) -> bool:
         """The common case — one query, read mode, no preprocess_sql: the query runs in its own
         implicit transaction, read-only and timed out by the session defaults set at connect
         time, then ``DISCARD ALL`` resets the session (settings changed by ``set_config`` even
         through dynamic SQL, advisory locks, temporary objects). Returns True: nothing is left
-        to roll back."""
+        to roll back. ``end``: the conversation's deadline, when it is nearer than a statement timeout."""
         try:
+            if end is not None:
+                left = self._left_ms(end)
+                if left <= 0:
+                    raise psycopg.errors.QueryCanceled("the execution's time budget is spent")
+                conn.execute(f"SET statement_timeout = {left}")  # type: ignore[call-overload]  # undone by DISCARD ALL
             self._fetch(conn, statement, result)
         except psycopg.errors.QueryCanceled as exc:
             result.error, result.error_kind = _message(exc), "timeout"
@@ -219,7 +284,10 @@ class Sandbox:
                 raise
             result.error, result.error_kind = _message(exc), "sql"
             result.columns, result.rows = [], []
-        conn.execute("DISCARD ALL")  # whatever the query changed (even through dynamic SQL) is reset
+        try:
+            conn.execute("DISCARD ALL")  # whatever the query changed (even through dynamic SQL) is reset
+        except psycopg.Error:
+            raise _SessionSpoiled from None  # e.g. the query set an idle-session timeout that fired
         return True
 
     def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]], in_transaction: bool = False) -> None:
@@ -249,24 +317,33 @@ class Sandbox:
         preprocess: Sequence[str],
         result: ExecutionResult,
         preprocess_errors: PreprocessErrors = "fail",
+        end: float | None = None,
     ) -> None:
-        timeout = f"SET LOCAL statement_timeout = {self.statement_timeout_ms}"
+        timeout = f"SET LOCAL statement_timeout = {max(1, self._left_ms(end))}"
         read_only = mode == "read"
         conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN READ WRITE; ") + timeout)  # type: ignore[call-overload]
         if not self._preprocess(conn, preprocess, result, preprocess_errors):
             return
         if read_only and preprocess:
             conn.execute("SET TRANSACTION READ ONLY")
-        self._run_statements(conn, statements, result)
+        self._run_statements(conn, statements, result, end)
 
-    def _run_statements(self, conn: psycopg.Connection, statements: list[str], result: ExecutionResult) -> None:
-        """Run statements in the open transaction, the statement timeout re-armed before each;
-        the last one's rows go to ``result``; the first error stops them."""
-        timeout = f"SET LOCAL statement_timeout = {self.statement_timeout_ms}"
+    def _run_statements(self, conn: psycopg.Connection, statements: list[str], result: ExecutionResult,
+                        end: float | None = None) -> None:
+        """Run statements in the open transaction, the statement timeout re-armed before each with
+        what is left of the execution's budget (``end``; None: a whole statement timeout from
+        now), so a script of many slow statements cannot multiply it; the last one's rows go to
+        ``result``; the first error stops them."""
+        if end is None:
+            end = time.monotonic() + self._left_ms(None) / 1000
         for index, statement in enumerate(statements):
             last = index == len(statements) - 1
-            if index:
-                conn.execute(timeout)  # type: ignore[call-overload]  # re-arm: a statement may have changed it
+            left = self._left_ms(end)
+            if left <= 0:
+                result.error, result.error_kind = f"the execution's time budget is spent after {index} statement(s)", "timeout"
+                result.columns, result.rows = [], []
+                return
+            conn.execute(f"SET LOCAL statement_timeout = {left}")  # type: ignore[call-overload]  # re-arm: a statement may have changed it
             try:
                 if last:
                     self._fetch(conn, statement, result)
@@ -391,6 +468,31 @@ def _streamable(statement: str) -> bool:
     """A query that changes nothing: it can run on its own in the session's read-only default."""
     verb, modifies = statement_kind(statement)
     return verb in STREAM_KEYWORDS and not modifies
+
+
+class _SessionSpoiled(Exception):
+    """The execution is over and its result stands, but its connection cannot be reset."""
+
+
+def _hung_up(conn: psycopg.Connection) -> bool:
+    """Whether an idle connection has something to read: the server's goodbye (a termination
+    message, or end of file) — nothing else arrives on an idle, reset session."""
+    try:
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    except (OSError, ValueError, psycopg.Error):
+        return True
+
+
+def _not_text(texts: Sequence[str]) -> str | None:
+    """Why the SQL cannot be sent (a lone surrogate or NUL: no server would read it), or None."""
+    for text in texts:
+        if "\x00" in text:
+            return "the SQL contains a NUL character"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"the SQL is not valid text ({exc.reason} at character {exc.start})"
+    return None
 
 
 def _message(exc: BaseException) -> str:

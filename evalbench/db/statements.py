@@ -60,6 +60,12 @@ def split_statements(sql: str) -> list[str]:
     return statements
 
 
+# Objects of the whole server, not of the evaluation database: a change to them (``ALTER ROLE
+# CURRENT_USER SET search_path ...``) would outlive the transaction or the throwaway copy it ran
+# in. Such statements are refused: their verb is reported as e.g. "ALTER ROLE".
+CLUSTER_OBJECTS = frozenset({"ROLE", "USER", "GROUP", "DATABASE", "SYSTEM", "TABLESPACE", "SUBSCRIPTION", "SERVER"})
+_DDL = frozenset({"CREATE", "ALTER", "DROP", "COMMENT"})
+
 _MAIN_VERBS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "VALUES", "TABLE"})
 _MODIFYING = frozenset({TokenType.INSERT, TokenType.UPDATE, TokenType.DELETE, TokenType.MERGE})
 _LOCK_WORDS = frozenset({"FOR", "KEY", "NO"})  # SELECT ... FOR [NO KEY] UPDATE is a read
@@ -80,6 +86,11 @@ def statement_kind(statement: str) -> tuple[str, bool]:
     if not tokens:
         return "", False
     first = "(" if tokens[0].token_type == TokenType.L_PAREN else tokens[0].text.upper()
+    if first in _DDL:
+        position = 2 if first == "COMMENT" else 1  # COMMENT ON <kind>, ALTER <kind>
+        kind = tokens[position].text.upper() if len(tokens) > position else ""
+        if kind in CLUSTER_OBJECTS:
+            return f"{first} {kind}", False
     modifies = any(
         token.token_type in _MODIFYING and (i == 0 or tokens[i - 1].text.upper() not in _LOCK_WORDS)
         for i, token in enumerate(tokens)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from evalbench.results.journal_lines import conversation_key, is_record
 from evalbench.results.rundir import JOURNAL
 
 log = logging.getLogger(__name__)
@@ -65,15 +66,6 @@ _CACHE: dict[str, tuple[tuple[int, ...], _Index]] = {}  # path -> (its stat when
 _CACHE_LOCK = threading.Lock()
 
 
-def _valid(record: Any) -> bool:
-    return (isinstance(record, dict) and isinstance(record.get("item_id"), str)
-            and isinstance(record.get("outcome"), str) and isinstance(record.get("phases"), list))
-
-
-def _key(record: dict[str, Any]) -> tuple[Any, str]:
-    return record.get("dialect"), record["item_id"]  # an item id may recur in another dialect
-
-
 def _build_index(path: Path) -> _Index:
     stats = JournalStats()
     last: dict[tuple[Any, str], int] = {}  # conversation -> offset of its last record
@@ -89,14 +81,14 @@ def _build_index(path: Path) -> _Index:
                 record = json.loads(raw)
             except (ValueError, RecursionError):
                 record = None
-            if not _valid(record):
+            if not is_record(record):
                 bad = True
                 if not raw.endswith(b"\n"):
                     stats.truncated += 1  # the last line, cut short by a crash
                 else:
                     stats.unreadable.append(number)
                 continue
-            key = _key(record)
+            key = conversation_key(record)
             if key in last:
                 stats.duplicates += 1
                 if key not in duplicated and len(stats.duplicated_items) < MAX_LISTED + 1:
@@ -154,7 +146,7 @@ def read_journal(run_dir: Path | str) -> Iterator[dict[str, Any]]:
                 record = json.loads(raw)
             except (ValueError, RecursionError):  # the file changed under us
                 continue
-            if _valid(record):
+            if is_record(record):
                 yield record
 
 

@@ -39,7 +39,11 @@ failure (or the harness's, or the dataset's); a virtual-user reply that leaked t
    i. the result comparison, generated vs the first golden result: ``empty_result`` (0 rows,
       the golden has some), ``wrong_columns`` (column count), ``wrong_row_count``,
       ``ordering_only`` (the same rows as a multiset in another order, from the scorer's
-      ``order_only`` flag or complete previews), ``wrong_values`` (same shape, other values);
+      ``order_only`` flag or complete previews), ``wrong_values`` (same shape, other values).
+      Equality of the rows is decided by ``rows_sha256`` (every row, in order) when both results
+      carry it — equal hashes: the results agree, and the verdict is explained by a later rule;
+      previews are compared only when complete (every row kept, ``preview_truncated`` false):
+      a partial preview never decides "agree" or "in another order", and gives no example;
    j. ``test_case_failed``: a management task's test case failed (its assertion or error is given);
    k. ``wrong_state``: a management task without test cases left the database in another state
       than its golden SQL (``state_match``);
@@ -272,15 +276,28 @@ def _compare_results(phase: dict[str, Any], verdict: tuple[str, dict[str, Any]] 
     flags = set(verdict[1].get("flags") or ()) if verdict else set()
     for score in (phase.get("scores") or {}).values():
         flags.update(score.get("flags") or ())
+    # rows_sha256 (of every row, in order) decides equality when both results carry it; previews
+    # count only when complete: every row kept, and no cell or row cut by the record's byte caps.
+    gen_hash, gold_hash = _sha(generated), _sha(golden)
+    same_rows = gen_hash == gold_hash if gen_hash is not None and gold_hash is not None else None
     gen_preview, gold_preview = _rows(generated), _rows(golden)
-    complete = len(gen_preview) == gen_rows and len(gold_preview) == gold_rows
+    complete = _complete(generated, gen_preview, gen_rows) and _complete(golden, gold_preview, gold_rows)
+    if same_rows:
+        return None  # the very same rows in the same order: the verdict comes from elsewhere (SQL text, ...)
     if "order_only" in flags or (complete and gen_preview != gold_preview and Counter(gen_preview) == Counter(gold_preview)):
         return FailureKind.ORDERING_ONLY, f"the same {_n(gen_rows, 'row')} in another order; the order matters for this item{suffix}"
-    if complete and gen_preview == gold_preview:
+    if complete and gen_preview == gold_preview and same_rows is None:
         return None  # the results agree: the verdict comes from elsewhere (SQL text, test cases, ...)
+    shape = f"same shape ({_n(gen_rows, 'row')} x {_n(len(gen_cols), 'column')}), different values"
+    if not complete:  # an example from partial previews could be a row the other result has further on
+        why = ("the previews are cut" if generated.get("preview_truncated") or golden.get("preview_truncated")
+               else "the previews hold only some rows")
+        return FailureKind.WRONG_VALUES, f"{shape} ({why}: no example){suffix}"
     example = _first_difference(gen_preview, gold_preview)
-    return FailureKind.WRONG_VALUES, (f"same shape ({_n(gen_rows, 'row')} x {_n(len(gen_cols), 'column')}), different values"
-                                      + (f"; e.g. {example}" if example else "") + suffix)
+    if example is None:  # complete previews that agree, rows that do not: they differ beyond what a preview shows
+        return FailureKind.WRONG_VALUES, (f"{shape}: they differ only in precision or type, which the previews do not show "
+                                          f"(rows_sha256 differs){suffix}")
+    return FailureKind.WRONG_VALUES, f"{shape}; e.g. {example}{suffix}"
 
 
 # --------------------------------------------------------------------------- messages
@@ -346,6 +363,16 @@ def _columns(columns: list[Any]) -> str:
     names = ", ".join(str(c) for c in columns[:_NAMES_SHOWN]) + (", ..." if len(columns) > _NAMES_SHOWN else "")
     count = _n(len(columns), "column")
     return f"{count} ({names})" if columns else count
+
+
+def _sha(result: dict[str, Any]) -> str | None:
+    digest = result.get("rows_sha256")
+    return digest if isinstance(digest, str) and digest else None
+
+
+def _complete(result: dict[str, Any], preview: list[str], row_count: int) -> bool:
+    """The preview holds the whole result: every row, none cut by the record's caps."""
+    return len(preview) == row_count and not result.get("preview_truncated") and not result.get("truncated")
 
 
 def _rows(result: dict[str, Any]) -> list[str]:

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from evalbench import deadline
+
 VERDICT_PREFIX = "evalbench-test-case-verdict "  # what the child writes, one line per test case
 OUTPUT_KEPT = 4_000  # characters of the child's stderr kept for a crash message
-
-
+BACKSTOP_S = 20.0  # start-up and confinement, on top of the cases' own time
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,12 @@ def run_test_cases(
     ``clone``: the conninfo of a throwaway copy to run them on, each statement committed."""
     if not cases:
         return []
+    total = timeout_s * len(cases) + BACKSTOP_S  # each case is timed in the child; this is the backstop
+    left = deadline.remaining()
+    if left is not None:  # the conversation's deadline bounds its scoring too
+        if left <= 0:
+            return [TestCaseVerdict(False, "timeout", "timeout: the conversation deadline had passed")] * len(cases)
+        timeout_s, statement_timeout_s, total = min(timeout_s, left), min(statement_timeout_s, left), min(total, left)
     spec = {
         "conninfo": clone or conninfo,
         "commit_each": clone is not None,
@@ -76,15 +83,14 @@ def run_test_cases(
         "run_pred_first": run_pred_first,
         "preprocess_errors": preprocess_errors,
     }
-    total = timeout_s * len(cases) + 20.0  # each case is timed in the child; this is the backstop
     out, err, code = _spawn(json.dumps(spec), total)
     verdicts = _read_verdicts(out)
     if len(verdicts) < len(cases):
         tail = " | ".join((err or "").strip().splitlines()[-3:])
-        if _cancelled.is_set():
+        if deadline.cancelled():
             why = TestCaseVerdict(False, "cancelled", "the run was cancelled")
         elif code is None:
-            why = TestCaseVerdict(False, "timeout", f"timeout: the test cases ran longer than {total:g} s")
+            why = TestCaseVerdict(False, "timeout", f"timeout: the test cases ran longer than {total:.3g} s")
         else:
             why = TestCaseVerdict(False, "crash", f"test case runner exited with {code}: {tail}")
         verdicts += [why] * (len(cases) - len(verdicts))
@@ -93,12 +99,10 @@ def run_test_cases(
 
 _live: set[subprocess.Popen] = set()  # type: ignore[type-arg]
 _live_lock = threading.Lock()
-_cancelled = threading.Event()
 
 
 def cancel_all() -> None:
-    """Kill every running test-case process group (the run is being cancelled)."""
-    _cancelled.set()
+    """Kill every running test-case process group; none starts after :func:`evalbench.deadline.cancel`."""
     with _live_lock:
         for proc in list(_live):
             _kill(proc)
@@ -106,13 +110,15 @@ def cancel_all() -> None:
 
 def _spawn(spec: str, timeout_s: float) -> tuple[str, str, int | None]:
     """Run the child with ``spec`` on stdin: (stdout, stderr, exit code or None on timeout)."""
-    if _cancelled.is_set():
+    if deadline.cancelled():
         return "", "cancelled", None
     proc = subprocess.Popen([sys.executable, "-m", "evalbench.scoring.test_case_server"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
                             errors="replace", start_new_session=True, env=scrubbed_environment(), close_fds=True)
     with _live_lock:
         _live.add(proc)
+    if deadline.cancelled():  # cancelled while it was starting: cancel_all may have missed it
+        _kill(proc)
     try:
         out, err = proc.communicate(spec, timeout=timeout_s)
         return out, err[-OUTPUT_KEPT:], proc.returncode
