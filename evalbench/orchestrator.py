@@ -126,8 +126,12 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     # The derived reports are built as conversations complete (replayed ones first), so the end
     # of the run only assembles them.
     report_set = ReportSet(run_dir, manifest)
-    writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows, metric_scorers=metric_scorers,
-                       simulator=simulator, resume=resume is not None, on_record=report_set.add)
+    try:
+        writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows, metric_scorers=metric_scorers,
+                           simulator=simulator, resume=resume is not None, on_record=report_set.add)
+    except BaseException:
+        report_set.close()  # no half-written report files left behind
+        raise
     done: set[tuple[Any, str]] = writer.resumed.done if writer.resumed is not None else set()
     if writer.resumed is not None:
         state = writer.resumed
@@ -198,6 +202,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     cancelled = False
     groups = sorted(scan.groups)
     pool = ThreadPoolExecutor(max_workers=min(len(groups), MAX_PARALLEL_GROUPS), thread_name_prefix="evalbench-group")
+    failed = False
     try:
         futures = [pool.submit(evaluate_group, group) for group in groups]
         for future in futures:
@@ -210,10 +215,12 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         log.warning("cancelling: in-flight conversations are recorded as cancelled")
         _cancel_in_flight(scheduler, sandboxes)
     except BaseException:
-        scheduler.cancel()  # an unexpected failure: stop admitting, then let it propagate
+        scheduler.cancel()  # a failure (e.g. no safe sandbox role): stop admitting, journal what is in flight, propagate
+        failed = True
         raise
     finally:
         pool.shutdown(wait=True)  # the groups stop admitting once the scheduler is cancelled
+        scheduler.wait()
         scheduler.shutdown()
         for sandbox in sandboxes:
             sandbox.close()
@@ -224,6 +231,9 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
                 close()
         for bar in bars.values():
             bar.close()
+        if failed:
+            writer.close()
+            report_set.close()
     if scheduler.failure is not None:
         writer.close()
         report_set.close()

@@ -23,7 +23,10 @@ from typing import Iterator
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
+
+from evalbench.db.target import SANDBOX_ROLE
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,24 @@ def template_mark(admin: psycopg.Connection, database: str) -> str | None:
     return None if row is None else (row[0] or "")
 
 
+_ROLE_SETTINGS = """
+SELECT d.datname FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname = %s
+"""
+
+
+def reset_role(admin: psycopg.Connection, role: str, password: str | None = None) -> None:
+    """Put back what a role may change of itself beyond any transaction or database copy: its
+    settings (``ALTER ROLE CURRENT_USER [IN DATABASE d] SET ...``, reachable through a function
+    the statement check cannot see) and its password."""
+    ident = sql.Identifier(role)
+    admin.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(ident))
+    for (database,) in admin.execute(_ROLE_SETTINGS, (role,)).fetchall():
+        admin.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} RESET ALL").format(ident, sql.Identifier(database)))
+    if password is not None:
+        admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(ident, sql.Literal(password)))
+
+
 class CloneFactory:
     """Makes and drops copies of one database's template; a copy is used by the sandbox role."""
 
@@ -80,5 +101,7 @@ class CloneFactory:
             try:
                 with psycopg.connect(self.admin_conninfo, autocommit=True, connect_timeout=15) as admin:
                     admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+                    if self.sandbox_user == SANDBOX_ROLE:  # every statement was committed: undo what outlives the copy
+                        reset_role(admin, SANDBOX_ROLE, conninfo_to_dict(self.sandbox_conninfo).get("password"))
             except psycopg.Error as exc:  # left behind, not lost: named after its template and process
-                log.warning("could not drop the test-case database %s: %s", name, exc)
+                log.warning("could not drop the test-case database %s or reset the sandbox role: %s", name, exc)

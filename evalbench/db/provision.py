@@ -25,7 +25,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from evalbench.db.clones import make_template, template_mark, template_name
+from evalbench.db.clones import make_template, reset_role, template_mark, template_name
 from evalbench.db.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo
 from evalbench.dataset.loader import database_name_problem
 from evalbench.errors import ProvisioningError, SandboxError
@@ -327,8 +327,9 @@ def sandbox_login(target: DatabaseTarget, admin: psycopg.Connection, can_create_
                           .format(role))
         except psycopg.errors.DuplicateObject:
             pass  # created by a concurrent run
-    admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS").format(role))
-    admin.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(role))  # settings it may have given itself
+    admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
+                          "CONNECTION LIMIT -1").format(role))
+    reset_role(admin, SANDBOX_ROLE)  # settings it may have given itself in an earlier run
     if grants:
         with psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15) as conn:
             conn.execute(grants.replace("{role}", SANDBOX_ROLE).replace("{db}", _quote_ident(target.name)))  # type: ignore[call-overload]

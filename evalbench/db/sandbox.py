@@ -191,7 +191,7 @@ class Sandbox:
             fairy.invalidate()
         raise psycopg.OperationalError("every pooled connection was closed by the server")
 
-    def _lost(self, exc: psycopg.OperationalError) -> tuple[str, ErrorKind]:
+    def _lost(self, exc: psycopg.Error) -> tuple[str, ErrorKind]:
         """The connection broke during an execution: the database's fault (``connection``: a
         restart, the server unreachable — a ``db_error`` that ``--resume`` runs again) or the
         SQL's (``sql``: it made the server end its session, e.g. ``set_config`` of an idle timeout;
@@ -236,11 +236,12 @@ class Sandbox:
                 self._run(conn, statements, mode, preprocess, result, preprocess_errors, end)
         except _SessionSpoiled:
             healthy = False  # the result stands; the connection is not reused
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:  # the connection broke (any class: an idle timeout is an InternalError)
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 healthy = False
                 result.columns, result.rows = [], []
-                result.error, result.error_kind = self._lost(exc)
+                result.error, result.error_kind = self._lost(exc) if conn.closed or isinstance(exc, psycopg.OperationalError) \
+                    else (_message(exc), "sql")
         finally:
             with self._busy_lock:
                 self._busy.discard(conn)
@@ -343,8 +344,8 @@ class Sandbox:
                 result.error, result.error_kind = f"the execution's time budget is spent after {index} statement(s)", "timeout"
                 result.columns, result.rows = [], []
                 return
-            conn.execute(f"SET LOCAL statement_timeout = {left}")  # type: ignore[call-overload]  # re-arm: a statement may have changed it
             try:
+                conn.execute(f"SET LOCAL statement_timeout = {left}")  # type: ignore[call-overload]  # re-arm: a statement may have changed it
                 if last:
                     self._fetch(conn, statement, result)
                 else:

@@ -64,9 +64,7 @@ def serve(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         if commit_each:
             helpers.execute_queries(list(spec.get("clean_up_sqls") or []), spec.get("db_name", ""), None)
     finally:
-        _finish(conn, commit_each, sequences)
-        if commit_each:
-            _heal_role(spec["conninfo"])
+        _finish(conn, commit_each, sequences)  # on a copy, the parent resets the role's own settings (clones.reset_role)
 
 
 def prepare(conn: Any, spec: dict[str, Any], timeout_ms: int, commit_each: bool) -> tuple[Helpers, dict[str, Any] | None]:
@@ -241,27 +239,6 @@ def _finish(conn: Any, commit_each: bool, sequences: list[tuple[Any, ...]]) -> N
     except psycopg.Error:
         pass
     conn.close()
-
-
-def _heal_role(conninfo: str) -> None:
-    """On a copy every statement is committed, and a role's own settings and password are the
-    one thing it may change beyond the copy (``ALTER ROLE CURRENT_USER SET ...`` reached through
-    a function, which the statement check cannot see): put them back before later items connect."""
-    import psycopg
-    from psycopg import sql
-
-    from evalbench.db.target import SANDBOX_ROLE
-
-    password = psycopg.conninfo.conninfo_to_dict(conninfo).get("password")
-    try:
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=15) as conn:
-            if conn.execute("SELECT current_user").fetchone()[0] != SANDBOX_ROLE:  # type: ignore[index]
-                return  # a configured user's own settings are its owner's business
-            conn.execute("ALTER ROLE CURRENT_USER RESET ALL")
-            if password:
-                conn.execute(sql.SQL("ALTER ROLE CURRENT_USER PASSWORD {}").format(sql.Literal(str(password))))
-    except psycopg.Error as exc:
-        print(f"could not reset the sandbox role's settings: {exc}", file=sys.stderr)
 
 
 def _restore_sequences(conn: Any, state: list[tuple[Any, ...]]) -> None:
