@@ -3,9 +3,12 @@ commands so that ``evalbench --help`` stays instant.
 
 Exit codes (docs/ci.md): 0 pass; 1 a gate failed (``--fail-under``, ``--max-regression``; for
 ``validate``: an invalid item); 2 invalid config or dataset (with ``run --strict``: also an
-item whose golden SQL fails — never exit 3, which is for infrastructure); 3 infrastructure errors above
+item whose golden SQL fails — never exit 3, which is for infrastructure; also a preflight check of the
+configuration, e.g. a misspelt gate metric); 3 infrastructure errors above
 ``--max-infra-errors`` (a database that could not be set up — its items are still journaled, as
-db_error — a failing virtual user, or a journal that could not be written); 130 cancelled (Ctrl-C).
+db_error — a failing virtual user, or a journal that could not be written), a preflight check of the
+infrastructure (an agent, model, database or output directory that cannot be reached) or an agent the
+circuit breaker found down during the run; 130 cancelled (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -23,9 +26,13 @@ EPILOG = """examples:
   evalbench run --config configs/quickstart.yaml --resume results/<run_id>
   evalbench run --config configs/quickstart.yaml --fail-under exec_match=60%
   evalbench validate --config configs/quickstart.yaml
+  evalbench check --config configs/quickstart.yaml
   evalbench report results/<run_id>
   evalbench compare results/<run_a> results/<run_b>
   evalbench explain results/<run_id> <item_id>
+  evalbench rescore results/<run_id> --set 'scorers={exec_match: {semantics: evalbench}}'
+  evalbench runs results/
+  evalbench view results/
 """
 
 
@@ -43,6 +50,15 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     gates.add_argument("--allow-incomplete", action="store_true",
                        help="let --fail-under and --max-regression pass on an incomplete run (or baseline): one whose "
                             "journal holds fewer conversations than the dataset has items, or that did not finish")
+
+
+def _add_subset_options(parser: argparse.ArgumentParser) -> None:
+    subset = parser.add_argument_group("subsets and repeated trials (config keys: subset, trials)")
+    subset.add_argument("--item-ids", nargs="+", metavar="ID", help="only these items; @FILE reads ids from FILE, one per line")
+    subset.add_argument("--sample", type=int, metavar="N", help="a random sample of N items (seeded by the run seed, stratified by category)")
+    subset.add_argument("--limit", type=int, metavar="N", help="only the first N items, in dataset order")
+    subset.add_argument("--trials", type=int, metavar="K",
+                        help="run each item K times in independent agent sessions (pass@k, pass^k, consistency)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--resume", metavar="RUN_DIR",
                      help="continue an interrupted run: only conversations its journal does not hold are run")
+    run.add_argument("--retry-errors", action="store_true",
+                     help="with --resume: also redo the conversations that ended in agent_error, vuser_error or timeout; "
+                          "the agent's URL, headers and timeouts may then differ (recorded per session in manifest.json)")
+    _add_subset_options(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run.add_argument("--no-preflight", action="store_true",
+                     help="skip the checks made before item 1 (agent, virtual user, databases, output directory: "
+                          "see evalbench check); gate metric names are still checked")
+    run.add_argument("--agent-down-after", type=int, default=5, metavar="N",
+                     help="circuit breaker: stop the run (exit 3) when N conversations in a row could not connect "
+                          "to the agent (default 5; 0: never)")
     _add_gate_options(run)
 
     validate = commands.add_parser(
@@ -96,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     validate.add_argument("--no-test-cases", action="store_true",
                           help="skip running the management tasks' test cases (golden SQL and a no-op statement)")
+    validate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                          help="override a top-level config key, as for run (e.g. --set 'runners={sqlexec_runners: 8}': "
+                               "items are checked on that many threads)")
+    validate.add_argument("--no-progress", action="store_true", help="no progress bar (none either when stderr is not a terminal)")
 
     report = commands.add_parser(
         "report",
@@ -133,7 +163,66 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("run_dir", metavar="RUN_DIR")
     explain.add_argument("item_id", metavar="ITEM_ID")
+
+    runs = commands.add_parser(
+        "runs",
+        help="list the runs in a folder: date, status, headline with its CI, agent, dataset, config",
+        description="List the run directories in DIR (or DIR itself), oldest first, read from each run's "
+        "manifest.json and summary.json; a broken or unfinished run is listed with what is wrong.",
+        epilog="example:\n  evalbench runs results/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    runs.add_argument("dir", metavar="DIR", nargs="?", default="results", help="the folder of run directories (default results/)")
+    runs.add_argument("--json", action="store_true", help="print the list as JSON")
+
+    view = commands.add_parser(
+        "view",
+        help="write one index.html over every run in a folder, with an N-way comparison matrix",
+        description="Write a self-contained index.html listing every run in DIR with a link to its report.html, and "
+        "a matrix of verdicts per conversation and run, filterable by slice, each cell linking to the conversation.",
+        epilog="example:\n  evalbench view results/ -o results/index.html",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    view.add_argument("dir", metavar="DIR", help="the folder of run directories")
+    view.add_argument("-o", "--output", metavar="OUT", help="where index.html goes (default DIR/index.html)")
+
+    check = commands.add_parser(
+        "check",
+        help="preflight: check a config's agent, virtual user, databases, gates and output directory",
+        description="Make the checks `evalbench run` makes before its first item, and print one line per check. "
+        "Exit 0 when all pass, 2 when the configuration is wrong, 3 when something cannot be reached.",
+        epilog="example:\n  evalbench check --config configs/quickstart.yaml --fail-under exec_match=60%",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("--config", required=True, help="run config (YAML)")
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a top-level config key, as for run")
+    check.add_argument("--output-dir", help="where run directories would go (overrides reporting.csv.output_directory)")
+    check.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE", help="a gate of the run: its metric must exist")
+    check.add_argument("--max-regression", action="append", default=[], metavar="METRIC=DELTA",
+                       help="a gate of the run: its metric must exist")
+    check.add_argument("--timeout", type=float, default=5.0, metavar="S", help="bound of each network check (default 5 s)")
+    _add_rescore_parser(commands)
     return parser
+
+
+def _add_rescore_parser(commands: Any) -> None:
+    rescore = commands.add_parser(
+        "rescore",
+        help="score a run again (other scorers or semantics) into a new run directory, without the agent",
+        description="Replay the SQL and answers recorded in RUN_DIR's journal through the pipeline with the current "
+        "scorers and semantics: the golden and recorded SQL run again on the database, the agent and the virtual "
+        "user are never called, RUN_DIR is only read. See docs/rescore.md.",
+        epilog="example:\n  evalbench rescore results/<run_id> --set 'scorers={exec_match: {semantics: evalbench}}'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rescore.add_argument("run_dir", metavar="RUN_DIR", help="the run directory to score again")
+    rescore.add_argument("--config", help="run config (YAML) to score with (default: the config RUN_DIR recorded)")
+    rescore.add_argument("--output-dir", help="where the new run directory goes (default: beside RUN_DIR)")
+    rescore.add_argument("--run-id", help="name of the new run directory (default: time stamp and 'rescore')")
+    rescore.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a top-level config key (value parsed as YAML), e.g. --set 'scorers={exec_match: {}}'")
+    rescore.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_gate_options(rescore)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -162,6 +251,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         if args.command == "explain":
             return _explain(args)
+        if args.command == "check":
+            return _check(args)
+        if args.command == "rescore":
+            return _rescore(args)
+        if args.command in ("runs", "view"):
+            return _runs_or_view(args)
     except EvalbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -218,13 +313,50 @@ def _run(args: argparse.Namespace) -> int:
         overrides["run_id"] = args.run_id
     if args.output_dir:
         overrides["reporting"] = {"csv": {"output_directory": str(Path(args.output_dir).resolve())}}
+    overrides |= _subset_overrides(args)
     config = load_run_config(args.config, **overrides)
     thresholds = _thresholds(args)  # bad gate options fail before the run, not after
+    code = _preflight(args, config, thresholds)
+    if code:
+        return code
     with _sigterm_as_interrupt():
         result = run(config, strict=args.strict, progress=not args.no_progress,
-                     resume=Path(args.resume) if args.resume else None)
+                     resume=Path(args.resume) if args.resume else None, retry_errors=args.retry_errors,
+                     agent_down_after=args.agent_down_after)
     print_summary(result.summary, result.run_dir, sys.stdout)
     return _verdict(args, result.summary, result.run_dir, thresholds, cancelled=result.cancelled)
+
+
+def _subset_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Config overrides from --item-ids/--sample/--limit/--trials (validated like the config's keys)."""
+    from pathlib import Path
+
+    from evalbench.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    subset: dict[str, Any] = {}
+    if args.item_ids:
+        ids: list[str] = []
+        for value in args.item_ids:
+            if not value.startswith("@"):
+                ids.append(value)
+                continue
+            try:
+                lines = Path(value[1:]).read_text(encoding="utf-8-sig").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"--item-ids {value}: cannot read the file: {exc}") from None
+            ids += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        if not ids:
+            raise ConfigError("--item-ids: no item id given")
+        subset["item_ids"] = ids
+    for key in ("sample", "limit"):
+        if getattr(args, key) is not None:
+            subset[key] = getattr(args, key)
+    if subset:
+        out["subset"] = subset
+    if args.trials is not None:
+        out["trials"] = args.trials
+    return out
 
 
 def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, Any] | None]:
@@ -398,6 +530,21 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rescore(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evalbench.report_console import print_summary
+    from evalbench.rescore import rescore
+
+    thresholds = _thresholds(args)
+    with _sigterm_as_interrupt():
+        result = rescore(Path(args.run_dir), config_file=Path(args.config) if args.config else None,
+                         overrides=_overrides(args.set), output_dir=Path(args.output_dir) if args.output_dir else None,
+                         run_id=args.run_id, progress=not args.no_progress)
+    print_summary(result.summary, result.run_dir, sys.stdout)
+    return _verdict(args, result.summary, result.run_dir, thresholds, cancelled=result.cancelled)
+
+
 def _explain(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
@@ -409,6 +556,18 @@ def _explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _runs_or_view(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.command == "runs":
+        from evalbench.results.runs_index import main_runs
+
+        return main_runs(Path(args.dir), as_json=args.json)
+    from evalbench.results.view import main_view
+
+    return main_view(Path(args.dir), Path(args.output) if args.output else None)
+
+
 def _validate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
@@ -416,14 +575,15 @@ def _validate(args: argparse.Namespace) -> int:
     from evalbench.config import load_run_config
     from evalbench.validate import validate
 
-    report = validate(load_run_config(args.config), test_cases=not args.no_test_cases)
+    config = load_run_config(args.config, **_overrides(args.set))
+    with _sigterm_as_interrupt():  # as Ctrl-C: the test-case processes in flight are stopped
+        report = validate(config, test_cases=not args.no_test_cases, progress=not args.no_progress)
     for error in report.record_errors:
         print(f"record error: {error}")
     for key, error in report.database_errors.items():
         print(f"database {key}: {error}")
-    for item in report.reports:
-        for finding in item.findings:
-            print(f"{item.item_id} ({item.source}): {finding.level}: {finding.message}")
+    for item, finding in report.sorted_findings():  # errors first, then warnings; item_2 before item_10
+        print(f"{item.item_id} ({item.source}): {finding.level}: {finding.message}")
     invalid = [i for i in report.invalid_ids() if i not in set(args.allow)]
     allowed = [i for i in report.invalid_ids() if i in set(args.allow)]
     print(f"{report.items} items: {len(invalid)} invalid, {len(allowed)} invalid but allowed, "
@@ -434,6 +594,67 @@ def _validate(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     return 1 if invalid or report.record_errors else EXIT_OK
+
+
+def _gates(fail_under: list[Any], max_regression: list[Any]) -> list[tuple[str, Any]]:
+    return [("--fail-under", t) for t in fail_under] + [("--max-regression", t) for t in max_regression]
+
+
+def _preflight(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
+    """Before item 1: the gates' metric names always; unless --no-preflight, every check of
+    evalbench.preflight. Each failure is one line on stderr; the exit code (0: go on)."""
+    from pathlib import Path
+
+    from evalbench.errors import ConfigError
+    from evalbench.preflight import exit_code, preflight, validate_gates
+
+    if args.agent_down_after < 0:
+        raise ConfigError("--agent-down-after must be 0 (never) or more")
+    gates = _gates(thresholds[0], thresholds[1])
+    if args.no_preflight:
+        try:
+            validate_gates(config, gates)
+        except ConfigError as exc:
+            print(f"error: preflight: gates: {exc.message}", file=sys.stderr)
+            return EXIT_CONFIG
+        return EXIT_OK
+    checks = preflight(config, gates=gates, output_dir=Path(args.resume) if args.resume else None)
+    for check in checks:
+        if not check.ok:
+            print(f"error: preflight: {check.line()}", file=sys.stderr)
+        else:
+            logging.getLogger("evalbench.preflight").info("ok: %s", check.line())  # shown with -v
+    return exit_code(checks)
+
+
+def _check(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from evalbench.config import load_run_config
+    from evalbench.errors import ConfigError
+    from evalbench.gates import parse_threshold
+    from evalbench.preflight import exit_code, preflight
+
+    if not args.timeout > 0:
+        raise ConfigError("--timeout must be more than 0 seconds")
+    overrides = _overrides(args.set)
+    if args.output_dir:
+        overrides["reporting"] = {"csv": {"output_directory": str(Path(args.output_dir).resolve())}}
+    config = load_run_config(args.config, **overrides)
+    gates = _gates([parse_threshold(t, "--fail-under") for t in args.fail_under],
+                   [parse_threshold(t, "--max-regression") for t in args.max_regression])
+    started = time.monotonic()
+    checks = preflight(config, gates=gates, timeout_s=args.timeout)
+    for check in checks:
+        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.line()}")
+    failed = [c for c in checks if not c.ok]
+    elapsed = time.monotonic() - started
+    if failed:
+        print(f"error: {len(failed)} of {len(checks)} checks failed ({elapsed:.1f} s)", file=sys.stderr)
+    else:
+        print(f"all {len(checks)} checks passed ({elapsed:.1f} s)")
+    return exit_code(checks)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import logging
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
+    AliasChoices,
     BeforeValidator,
     Field,
     SecretStr,
@@ -24,11 +26,32 @@ from pydantic import (
     model_validator,
 )
 
+from evalbench.config_compat import (
+    ORCHESTRATORS,
+    compat_notes,
+    database_path,
+    gcp_defaults,
+    llmrater_model,
+    max_attempts,
+    rejected_run_key,
+    scorer_aliases,
+)
+from evalbench.dataset.formats import normalise_dialect
 from evalbench.errors import ConfigError
 from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
 
 
-from evalbench.config_types import ExistingPath, GenaiClientOptions, ResolvedPath, StrictModel  # noqa: E402
+from evalbench.config_types import (  # noqa: E402
+    ExistingPath,
+    GenaiClientOptions,
+    ResolvedPath,
+    StrictModel,
+    resolve_relative,
+)
+
+log = logging.getLogger(__name__)
+# The relative paths resolved while one run config loads (recorded in the manifest).
+_PATHS: ContextVar[list[dict[str, str]] | None] = ContextVar("evalbench_config_paths", default=None)
 
 
 
@@ -72,9 +95,23 @@ class LlmVUserConfig(GenaiClientOptions):
     execs_per_minute: float | None = Field(None, gt=0, description="rate limit of model calls")
     max_concurrency: int | None = Field(None, ge=1, description="model calls in flight at once")
     retry: RetryConfig = Field(RetryConfig(), description="retries of rate-limited or unavailable calls")
+    base_prompt: str = Field("", description="EvalBench key: text put before every encode and decode prompt, as EvalBench's Gemini generator does")
+    max_tokens: int | None = Field(None, description="EvalBench key; not applied (its Gemini generator does not read it either)")
+
+    NOT_APPLIED: ClassVar[dict[str, str]] = {
+        "max_tokens": "EvalBench's gcp_vertex_gemini generator does not read max_tokens either",
+    }
 
 
-VUserConfig = Annotated[Union[RulesVUserConfig, LlmVUserConfig], Field(discriminator="vuser")]
+class ReplayVUserConfig(StrictModel):
+    """Replays the virtual user's answers recorded in a run's journal (what `evalbench rescore` uses)."""
+
+    vuser: Literal["replay"] = Field(description="replay (needs the replay agent)")
+    run_dir: ExistingPath | None = Field(None, description="the run whose virtual user is replayed (for the manifest)")
+    patience: int = Field(3, ge=0, description="clarifications allowed beyond the number of annotated ambiguities")
+
+
+VUserConfig = Annotated[Union[RulesVUserConfig, LlmVUserConfig, ReplayVUserConfig], Field(discriminator="vuser")]
 
 
 def _vuser_shorthand(value: Any) -> Any:
@@ -84,8 +121,11 @@ def _vuser_shorthand(value: Any) -> Any:
         return {"vuser": value}
     if isinstance(value, dict) and "generator" in value and "vuser" not in value:
         value = dict(value)
-        if value.pop("generator") == "gcp_vertex_gemini":
-            value.setdefault("vertexai", True)  # EvalBench's Gemini generator is Vertex AI
+        generator = value.pop("generator")
+        if generator not in ("gcp_vertex_gemini", "gemini"):
+            raise ValueError(f"generator {generator!r}: the virtual user is a Gemini model (generator: gcp_vertex_gemini), "
+                             "or vuser: rules")
+        value = max_attempts(gcp_defaults(value))  # Vertex AI, gcp_project_id / gcp_region, as EvalBench reads them
         value["vuser"] = "llm"
     return value
 
@@ -98,15 +138,27 @@ def _normalise_db_type(value: Any) -> Any:
     return aliases.get(value, value) if isinstance(value, str) else value
 
 
+def _normalise_dialect(value: Any) -> Any:
+    return normalise_dialect(value) if isinstance(value, str) else value
+
+
+Dialect = Annotated[str, BeforeValidator(_normalise_dialect)]
+
+
 class DatabaseConfig(StrictModel):
     """One database. EvalBench's db-config keys plus ours (``url``, ``embedded``, limits)."""
 
     db_type: Annotated[Literal["postgres", "alloydb"], BeforeValidator(_normalise_db_type)] = Field(
         "postgres", description="postgresql is accepted as postgres"
     )
-    dialect: str = Field("postgres", description="the dialect of the items this database serves")
+    dialect: Dialect = Field("postgres", description="the dialect of the items this database serves (postgresql is postgres)")
     database_name: str = Field(description="the database name, as items name it (selected_database / database)")
-    database_path: str | None = Field(None, description="EvalBench key for file databases (SQLite); not supported yet")
+    database_path: str | None = Field(None, description="EvalBench key: host or host:port (or a socket directory) of the server; read as host and port")
+    db_name_suffix: str = Field("", description="appended to each item's database name to name the database on the server")
+    secret_manager_path: str | None = Field(None, description="EvalBench key; not applied (password, PGPASSWORD or ~/.pgpass is used)")
+    gcp_project_id: str | None = Field(None, description="EvalBench key (AlloyDB connector); not applied")
+    gcp_region: str | None = Field(None, description="EvalBench key (AlloyDB connector); not applied")
+    nl_config: Any = Field(None, description="EvalBench key (AlloyDB AI natural language); not applied")
     user_name: str | None = Field(None, description="login of an external server")
     password: SecretStr | None = Field(None, description="its password (use ${ENV_VAR}); never written to outputs")
     host: str | None = Field(None, description="host of an external server")
@@ -120,10 +172,27 @@ class DatabaseConfig(StrictModel):
         False, description="allow dropping and re-creating a database the harness did not create"
     )
 
+    NOT_APPLIED: ClassVar[dict[str, str]] = {
+        "secret_manager_path": "GCP Secret Manager is not read: write password: ${VAR}, or let libpq read PGPASSWORD / ~/.pgpass",
+        "gcp_project_id": "the server is reached at database_path/host (no AlloyDB connector)",
+        "gcp_region": "the server is reached at database_path/host (no AlloyDB connector)",
+        "nl_config": "AlloyDB AI natural language is not used",
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evalbench_keys(cls, data: Any) -> Any:
+        """EvalBench's ``database_path`` of a PostgreSQL server is its host[:port] (databases/postgres.py::PGDB)."""
+        if not isinstance(data, dict) or data.get("database_path") in (None, ""):
+            return data
+        if data.get("host") is not None or data.get("url") is not None:
+            raise ValueError("database_path (EvalBench's host:port) cannot be combined with host or url: keep one")
+        data = dict(data)
+        data.update(database_path(str(data["database_path"]), str(data.get("db_type") or "postgres")))
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> "DatabaseConfig":
-        if self.database_path is not None:
-            raise ValueError("database_path (file databases such as SQLite) is not supported yet; use PostgreSQL")
         if self.embedded and (self.url is not None or self.host is not None):
             raise ValueError("embedded: true cannot be combined with url or host")
         return self
@@ -154,6 +223,11 @@ class RunnersConfig(StrictModel):
     vuser_runners: int = Field(4, ge=1, description="virtual-user stage threads")
     sqlexec_runners: int = Field(4, ge=1, description="execute stage threads, and connections per database")
     scoring_runners: int = Field(2, ge=1, description="score stage threads")
+    eval_runners: int | None = Field(None, ge=1, description="EvalBench key (databases evaluated at once); not applied")
+
+    NOT_APPLIED: ClassVar[dict[str, str]] = {
+        "eval_runners": "databases are provisioned in parallel up to a fixed bound and their conversations share the stage pools",
+    }
 
 
 class CsvReportingConfig(StrictModel):
@@ -162,6 +236,13 @@ class CsvReportingConfig(StrictModel):
 
 class ReportingConfig(StrictModel):
     csv: CsvReportingConfig = CsvReportingConfig()
+    truncate_execution_outputs: int | None = Field(
+        None, ge=0, description="EvalBench key: rows of each result kept in the outputs (sets execution.preview_rows unless given)")
+    bigquery: dict[str, Any] | None = Field(None, description="EvalBench key (results to BigQuery); not applied")
+
+    NOT_APPLIED: ClassVar[dict[str, str]] = {
+        "bigquery": "results are not written to BigQuery; load the run directory's CSV files (docs/evalbench_csv.md)",
+    }
 
 
 _DATASET_FORMATS = {
@@ -180,6 +261,15 @@ def _normalise_dataset_format(value: Any) -> Any:
     return value
 
 
+class SubsetConfig(StrictModel):
+    """Which items of the dataset run (after `dialects` and `query_types`). Applied in this order:
+    `item_ids`, then `sample`, then `limit`; a subset may change when a run is resumed."""
+
+    item_ids: list[str] | None = Field(None, description="only these item ids (any dialect); an unknown id is an error")
+    sample: int | None = Field(None, ge=1, description="a seeded random sample of N items (the run seed), stratified by category")
+    limit: int | None = Field(None, ge=1, description="the first N items, in dataset order")
+
+
 class RunConfig(StrictModel):
     """A run: which dataset, which databases, which agent and virtual user, which scorers."""
 
@@ -190,9 +280,16 @@ class RunConfig(StrictModel):
     database_configs: list[DatabaseConfig] = Field(
         default_factory=list, description="db config files (or mappings); a database with none uses the embedded server"
     )
-    dialects: list[str] = Field(default_factory=lambda: ["postgres"], description="dialects to evaluate")
+    dialects: list[Dialect] = Field(default_factory=lambda: ["postgres"], description="dialects to evaluate (EvalBench's postgresql is postgres)")
+    dataset_directory: ExistingPath | None = Field(
+        None, description="EvalBench key: folder of <database>/<database>_kb.jsonl (and _schema.txt); its knowledge is read "
+        "when knowledge_directory is not given")
+    prompt_generator: str | None = Field(
+        None, description="EvalBench key: recorded; our agents build their own prompt (NOOPGenerator: the user's words as they are)")
+    follow_up: bool | None = Field(
+        None, description="ask the item's follow-up question after a solved main phase (default: true; false with orchestrator: dataagent)")
     query_types: list[str] | None = Field(None, description="keep only these query types (dql, dml, ddl)")
-    orchestrator: str = Field("interact", description="accepted for EvalBench compatibility; recorded in the manifest")
+    orchestrator: str = Field("interact", description="EvalBench's flow: interact, dataagent (no follow-up phase) or oneshot")
     agent: Annotated[AgentConfig, BeforeValidator(_agent_shorthand)] = Field(
         alias="model_config", description="the agent under test: a file, a mapping, or a name such as simulated:oracle"
     )
@@ -221,7 +318,11 @@ class RunConfig(StrictModel):
     execution: ExecutionConfig = Field(ExecutionConfig(), description="limits on every SQL execution")
     embedded: EmbeddedConfig = Field(EmbeddedConfig(), description="the embedded PostgreSQL")
     seed: int = Field(0, description="run seed; each conversation's seed derives from it and the item id")
-    max_turns: int = Field(30, ge=1, description="hard cap on turns per conversation, all phases together")
+    trials: int = Field(1, ge=1, le=1000, validation_alias=AliasChoices("trials", "num_trials"), description="conversations per item, each in an independent agent session "
+                        "(pass@k, pass^k and per-item consistency in the summary)")
+    subset: SubsetConfig | None = Field(None, description="run only some items: item_ids, sample, limit (--item-ids, --sample, --limit)")
+    max_turns: int = Field(30, ge=1, validation_alias=AliasChoices("max_turns", "max_turn"),
+                           description="hard cap on turns per conversation, all phases together (EvalBench: max_turn)")
     debug_attempts: int = Field(
         0, ge=0, description="after a wrong answer the user says so and the agent may try again (BIRD-Interact: 1)"
     )
@@ -229,6 +330,63 @@ class RunConfig(StrictModel):
     conversation_timeout_s: float = Field(600.0, gt=0, description="wall-clock budget of one conversation, from its admission: every wait (agent HTTP, SQL, virtual user, scoring) ends by it")
     run_id: str | None = Field(None, description="name of the run directory (default: timestamp + config name)")
     source: Path | None = Field(None, exclude=True, description="the config file this was read from")
+    resolved_paths: list[dict[str, str]] = Field(default_factory=list, exclude=True, description="how each relative path was resolved")
+
+    NOT_APPLIED: ClassVar[dict[str, str]] = {
+        "prompt_generator": "our agents build their own prompt: adk and the simulated agents get the user's words as they are "
+                            "(EvalBench's NOOPGenerator), gemini and openai_compat their system_prompt file",
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evalbench_keys(cls, data: Any) -> Any:
+        """EvalBench run-config keys that are not fields (evalbench/config_compat.py)."""
+        if not isinstance(data, dict):
+            return data
+        refused = rejected_run_key(data)
+        if refused is not None:
+            raise ValueError(refused[1])
+        for evalbench_key, ours in (("max_turn", "max_turns"), ("num_trials", "trials")):
+            if evalbench_key in data and ours in data:
+                raise ValueError(f"{evalbench_key} is EvalBench's name of {ours}: keep one")
+        data = dict(data)
+        if "num_evals_to_run" in data:  # EvalBench: the first N items (dataset/dataset.py::load_bird_interact_dataset)
+            limit = data.pop("num_evals_to_run")
+            if limit:
+                subset = dict(data.get("subset") or {})
+                if subset.get("limit") not in (None, limit):
+                    raise ValueError("num_evals_to_run is EvalBench's name of subset.limit: keep one")
+                data["subset"] = subset | {"limit": limit}
+        if isinstance(data.get("scorers"), dict):
+            data["scorers"] = scorer_aliases(data["scorers"])
+        return data
+
+    @field_validator("orchestrator")
+    @classmethod
+    def _known_orchestrator(cls, value: str) -> str:
+        if value not in ORCHESTRATORS:
+            raise ValueError(f"unknown orchestrator {value!r}: this harness runs data-agent conversations "
+                             f"({', '.join(ORCHESTRATORS)})")
+        return value
+
+    @model_validator(mode="after")
+    def _truncate_outputs(self) -> "RunConfig":
+        rows = self.reporting.truncate_execution_outputs
+        if rows is not None and "preview_rows" not in self.execution.model_fields_set:
+            object.__setattr__(self, "execution", self.execution.model_copy(update={"preview_rows": rows}))
+        return self
+
+    @property
+    def follow_up_enabled(self) -> bool:
+        """EvalBench's data-agent flow has no follow-up phase (evaluator/dataagentevaluator.py::interact_loop)."""
+        return self.follow_up if self.follow_up is not None else self.orchestrator != "dataagent"
+
+    def compat_notes(self) -> list[dict[str, str]]:
+        """EvalBench keys of this config that are accepted and not applied (also in the manifest)."""
+        notes = compat_notes(self)
+        if self.prompt_generator == "NOOPGenerator" and self.agent.agent not in ("gemini", "openai_compat"):
+            notes = [n for n in notes if n["key"] != "prompt_generator"]  # what the agent gets anyway
+        return notes
 
     @field_validator("scorers")
     @classmethod
@@ -271,6 +429,8 @@ class RunConfig(StrictModel):
     def knowledge_path(self) -> Path | None:
         if self.knowledge_directory is not None:
             return self.knowledge_directory
+        if self.dataset_directory is not None:  # EvalBench's <dataset_directory>/<db>/<db>_kb.jsonl
+            return self.dataset_directory
         default = self.dataset_config.parent / "knowledge"
         return default if default.is_dir() else None
 
@@ -278,27 +438,36 @@ class RunConfig(StrictModel):
         """The configured database, or the embedded default for a database with no config."""
         for db in self.database_configs:
             if db.database_name == database and db.dialect == dialect:
-                return db
+                return db.model_copy(update={"database_name": database + db.db_name_suffix}) if db.db_name_suffix else db
+        for db in self.database_configs:
+            # EvalBench's db config names a server that serves every database of its dialect
+            # (databases/__init__.py::get_database replaces database_name by the item's database)
+            if db.dialect == dialect and not db.is_embedded:
+                return db.model_copy(update={"database_name": database + db.db_name_suffix})
         return DatabaseConfig(database_name=database, dialect=dialect)
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able copy for the manifest, with every secret redacted."""
-        return redact(json.loads(self.model_dump_json(by_alias=True)))
+        data = redact(json.loads(self.model_dump_json(by_alias=True)))
+        data["evalbench_compat"] = {"not_applied": self.compat_notes(), "paths": self.resolved_paths,
+                                    "follow_up": self.follow_up_enabled}
+        return data
 
     def fingerprint(self) -> str:
         """Hash of the settings that make two runs comparable (used by resume and compare)."""
         data = self.snapshot()
-        for volatile in ("run_id", "runners", "max_in_flight", "reporting"):
+        for volatile in ("run_id", "runners", "max_in_flight", "reporting", "subset", "evalbench_compat"):
             data.pop(volatile, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _resolve_files(options: Any, base: Path) -> Any:
-    """Scorer options with relative paths of files made relative to ``base`` (the config's folder)."""
+    """Scorer options naming a file (``*_file``, EvalBench's ``model_config``): relative paths
+    resolved beside the config file, else in the working directory."""
     if not isinstance(options, dict):
         return options
-    return {key: str(Path(os.path.normpath(base / value)))
-            if key.endswith("_file") and isinstance(value, str) and not Path(value).is_absolute() else value
+    return {key: str(resolve_relative(Path(value), base, f"scorers.{key}", _PATHS.get()))
+            if (key.endswith("_file") or key == "model_config") and isinstance(value, str) else value
             for key, value in options.items()}
 
 
@@ -346,7 +515,45 @@ def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
     data = dict(doc.data)
     data.update(overrides)  # command-line --set values, validated like the file's own
     base = path.parent
+    data = _evalbench_run_keys(doc, data)
+    resolved: list[dict[str, str]] = []
+    token = _PATHS.set(resolved)
+    try:
+        config = _load_run_config(doc, data, base, path)
+    finally:
+        _PATHS.reset(token)
+    config = config.model_copy(update={"resolved_paths": resolved})
+    from_cwd = [f"{r['key']}={r['given']}" for r in resolved if r["relative_to"] == "working directory"]
+    if from_cwd:  # shown without -v; each path's choice is in manifest.json (config.evalbench_compat.paths)
+        log.warning("%s: not beside the config file, read from the working directory %s (as EvalBench does): %s",
+                    path, Path.cwd(), ", ".join(from_cwd))
+    for note in config.compat_notes():
+        log.warning("%s: %s: EvalBench key accepted, not applied: %s", path, note["key"], note["note"])
+    return config
+
+
+def _evalbench_run_keys(doc: YamlDocument, data: dict[str, Any]) -> dict[str, Any]:
+    """EvalBench's run-config spellings refused or renamed before validation, errors at their line."""
+    refused = rejected_run_key(data)
+    if refused is not None:
+        raise doc.error(refused[1], (refused[0],))
+    if "simulated_user_model_config" in data:  # EvalBench's name of the model simulating the user
+        if "vuser_model_config" in data:
+            raise doc.error("simulated_user_model_config is EvalBench's name of vuser_model_config: keep one",
+                            ("simulated_user_model_config",))
+        data["vuser_model_config"] = data.pop("simulated_user_model_config")
+    if isinstance(data.get("scorers"), dict):
+        try:
+            data["scorers"] = scorer_aliases(data["scorers"])
+        except ValueError as exc:
+            raise doc.error(str(exc), ("scorers",)) from None
+    return data
+
+
+def _load_run_config(doc: YamlDocument, data: dict[str, Any], base: Path, path: Path) -> RunConfig:
     scorers = data.get("scorers")
+    if isinstance(scorers, dict) and isinstance(scorers.get("llmrater"), dict) and "model_config" in scorers["llmrater"]:
+        data["scorers"] = scorers = dict(scorers) | {"llmrater": _llmrater_model(doc, scorers["llmrater"], base)}
     if isinstance(scorers, dict):
         from evalbench.scoring import SCORERS
 
@@ -363,9 +570,41 @@ def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
         ]
     for key, shorthand in (("model_config", _agent_shorthand), ("vuser_model_config", _vuser_shorthand)):
         if key in data:
-            data[key] = _load_nested(doc, (key,), shorthand(data[key]), base, None)
+            try:
+                entry = shorthand(data[key])
+            except ValueError as exc:  # an EvalBench generator we refuse
+                raise doc.error(str(exc), (key,)) from None
+            data[key] = _load_nested(doc, (key,), entry, base, None)
+        if key == "model_config" and _same_model_simulates_user(data):
+            # EvalBench's interact flow answers with model_config's model (evaluator/virtualuser.py::VUser)
+            data["vuser_model_config"] = dict(data["model_config"])
+            log.info("vuser_model_config: not given; the user is simulated by model_config's model, as EvalBench's "
+                     "interact orchestrator does")
     data["source"] = path
     return _validate(doc, RunConfig, data, base)
+
+
+def _same_model_simulates_user(data: dict[str, Any]) -> bool:
+    """EvalBench's interact orchestrator with a Gemini model_config and no vuser_model_config."""
+    model = data.get("model_config")
+    return ("vuser_model_config" not in data and data.get("orchestrator", "interact") == "interact"
+            and isinstance(model, dict) and model.get("generator") in ("gcp_vertex_gemini", "gemini"))
+
+
+def _llmrater_model(doc: YamlDocument, options: dict[str, Any], base: Path) -> dict[str, Any]:
+    """EvalBench's ``llmrater: {model_config: <model yaml>}``: the judge's model read from that file."""
+    options = dict(options)
+    entry = options.pop("model_config")
+    key = ("scorers", "llmrater", "model_config")
+    if not isinstance(entry, str):
+        raise doc.error("expected the path of an EvalBench model config (generator: gcp_vertex_gemini)", key)
+    model_path = resolve_relative(Path(entry), base, "scorers.llmrater.model_config", _PATHS.get())
+    if not model_path.is_file():
+        raise doc.error(f"file not found: {model_path}", key)
+    try:
+        return llmrater_model(dict(load_yaml(model_path).data)) | options
+    except ValueError as exc:
+        raise doc.error(str(exc), key) from None
 
 
 def _load_nested(doc: YamlDocument, key_path: tuple[Any, ...], entry: Any, base: Path, model: type[StrictModel] | None) -> Any:
@@ -373,7 +612,7 @@ def _load_nested(doc: YamlDocument, key_path: tuple[Any, ...], entry: Any, base:
     if isinstance(entry, str):
         if "://" in entry:  # never echo it: a URL may carry a password
             raise doc.error("expected a config file path or a mapping, got a URL (write it as `url:` in a database config)", key_path)
-        nested_path = Path(entry) if Path(entry).is_absolute() else base / entry
+        nested_path = resolve_relative(Path(entry), base, format_key_path(key_path), _PATHS.get())
         if not nested_path.exists():
             raise doc.error(f"file not found: {nested_path}", key_path)
         nested = load_yaml(nested_path)
@@ -399,7 +638,7 @@ def _validate(doc: YamlDocument, model: type[StrictModel], data: dict[str, Any],
 
 def _validate_part(doc: YamlDocument, model: type[StrictModel], data: Any, base: Path, prefix: tuple[Any, ...]) -> Any:
     try:
-        return model.model_validate(data, context={"base_dir": base})
+        return model.model_validate(data, context={"base_dir": base, "paths": _PATHS.get()})
     except ValidationError as exc:
         raise _config_error(doc, exc, prefix, data) from None
 

@@ -34,8 +34,11 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
         ("`retry` of the `adk`, `gemini` and `openai_compat` agents", agents.RetryConfig),
         ("Agent `gemini` (`model_config`; EvalBench `generator: gcp_vertex_gemini`)", agents.GeminiAgentConfig),
         ("Agent `openai_compat` (`model_config`)", agents.OpenAICompatAgentConfig),
+        ("Agent `predictions` (`model_config`; docs/rescore.md)", agents.PredictionsAgentConfig),
+        ("Agent `replay` (`model_config`; what `evalbench rescore` uses)", agents.ReplayAgentConfig),
         ("Virtual user `rules` (`vuser_model_config`)", config.RulesVUserConfig),
         ("Virtual user `llm` (`vuser_model_config`)", config.LlmVUserConfig),
+        ("Virtual user `replay` (`vuser_model_config`; what `evalbench rescore` uses)", config.ReplayVUserConfig),
     ]
 
 

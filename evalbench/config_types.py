@@ -2,28 +2,47 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
+log = logging.getLogger(__name__)
+
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
 
 
+def resolve_relative(value: Path, base: Path | None, key: str, resolved: list[dict[str, str]] | None) -> Path:
+    """A relative path from a config file: beside the config file when it exists there, else in the
+    working directory when it exists there (EvalBench reads every path from the working
+    directory), else beside the config file. Each choice is appended to ``resolved``."""
+    if base is None or value.is_absolute():
+        return value
+    beside = Path(os.path.normpath(Path(base) / value))  # configs/../results -> results
+    chosen, where = beside, "config file folder"
+    if not beside.exists():
+        cwd = Path(os.path.normpath(Path.cwd() / value))
+        if cwd.exists():
+            chosen, where = cwd, "working directory"
+            log.debug("%s: %s is not beside the config file; using %s (working directory, as EvalBench does)", key, value, cwd)
+    if resolved is not None:
+        resolved.append({"key": key, "given": str(value), "resolved": str(chosen), "relative_to": where})
+    return chosen
+
+
 def _resolve_path(value: Path, info: ValidationInfo) -> Path:
-    base = (info.context or {}).get("base_dir")
-    if base is not None and not value.is_absolute():
-        value = Path(os.path.normpath(Path(base) / value))  # configs/../results -> results
-    return value
+    context = info.context or {}
+    return resolve_relative(value, context.get("base_dir"), info.field_name or "path", context.get("paths"))
 
 
 def _existing_path(value: Path, info: ValidationInfo) -> Path:
     value = _resolve_path(value, info)
     if not value.exists():
-        raise ValueError(f"path does not exist: {value}")
+        raise ValueError(f"path does not exist: {value} (nor in the working directory)")
     return value
 
 

@@ -192,6 +192,8 @@ class Conversation:
     deadline: float  # monotonic time after which the conversation ends as TIMEOUT
     debug_attempts: int = 0
     timeout_s: float = math.inf  # the deadline's distance from admission (see admit)
+    trial: int = 1  # which of the item's repeated trials (``trials: k``), 1-based
+    follow_up: bool = True  # False: no follow-up phase (``follow_up: false``, EvalBench's data-agent flow)
     stage: Stage = Stage.PROMPT
     turns: list[Turn] = field(default_factory=list)
     phases: list[PhaseRecord] = field(default_factory=list)
@@ -218,8 +220,11 @@ class Conversation:
         return self.turns[-1]
 
 
-def conversation_seed(run_seed: int, item_id: str, salt: str = "") -> int:
-    """A stable per-conversation seed derived from the run seed; the global RNG is never seeded."""
+def conversation_seed(run_seed: int, item_id: str, salt: str = "", trial: int = 1) -> int:
+    """A stable per-conversation seed derived from the run seed; the global RNG is never seeded.
+    Trial 1 has the seed of a run without trials; each later trial its own."""
+    if trial != 1:
+        salt = f"{salt}:trial{trial}"
     return zlib.crc32(f"{run_seed}:{item_id}:{salt}".encode())
 
 
@@ -361,7 +366,7 @@ def after_score(conv: Conversation) -> Stage:
         return _goto(conv, Stage.PROMPT)
     if phase.outcome is None:
         phase.outcome = Outcome.SCORED
-    follow_up = follow_up_phase(conv.item, conv.patience)
+    follow_up = follow_up_phase(conv.item, conv.patience) if conv.follow_up else None
     if phase.phase is Phase.MAIN and phase.outcome is Outcome.SCORED and phase.passed and follow_up is not None:
         conv.phases.append(follow_up)
         if len(conv.turns) >= conv.max_turns:

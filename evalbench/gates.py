@@ -2,7 +2,8 @@
 
 A metric is named ``<scorer>`` (its main-phase pass rate), ``<scorer>.<phase>``, ``success``
 (the main phase's own verdict) or ``success.follow_up``, ``mean_reward``, or any metric scorer's
-mean (``turn_count``). Values are fractions (``0.6``) or percentages (``60%``); a delta
+mean (``turn_count``); with repeated trials also ``pass_hat_k.K`` (pass^K), ``pass_at_k.K`` and
+``consistency`` (docs/runs.md). Values are fractions (``0.6``) or percentages (``60%``); a delta
 ``5%`` is 0.05 of a rate.
 
 - ``--fail-under exec_match=0.6``: fails when the metric is below 0.6.
@@ -60,6 +61,8 @@ def metric_value(summary: dict[str, Any], metric: str) -> float | None:
     phase = phase or "main"
     if name == "mean_reward":
         return (summary.get("conversation") or {}).get("mean_reward")
+    if name in ("pass_hat_k", "pass_at_k", "consistency"):
+        return _trial_metric(summary, name, phase if phase != "main" else "1", metric)
     if name == "success":
         entry = (summary.get("success") or {}).get(phase)
         return entry.get("rate") if entry else None
@@ -71,6 +74,20 @@ def metric_value(summary: dict[str, Any], metric: str) -> float | None:
     if tally is None:
         return None
     return tally.get("rate", tally.get("mean"))
+
+
+def _trial_metric(summary: dict[str, Any], name: str, k: str, metric: str) -> float | None:
+    """``pass_hat_k.K`` (pass^K), ``pass_at_k.K`` and ``consistency`` of a run with trials."""
+    trials = summary.get("trials")
+    if not isinstance(trials, dict):
+        raise ConfigError(f"metric {metric!r} needs a run with trials (trials: k or --trials K)")
+    if name == "consistency":
+        return (trials.get("consistency") or {}).get("rate")
+    entry = (trials.get(name) or {}).get(k)
+    if entry is None:
+        raise ConfigError(f"unknown metric {metric!r}: the run has {trials.get('trials')} trial(s); "
+                          f"write {name}.K with K from 1 to {trials.get('trials')}")
+    return entry.get("rate")
 
 
 def _fmt(value: float | None) -> str:

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 from evalbench import __version__, deadline
 from evalbench.agents import AgentContext, build_agent
@@ -33,7 +33,7 @@ from evalbench.db.target import libpq_conninfo, resolve_target
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
 from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
-from evalbench.resume import check_resumable, read_manifest
+from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, check_resumable, read_manifest, session_changes
 from evalbench.scheduler import Scheduler
 from evalbench.scoring import test_case_runner
 from evalbench.scoring.plan import plan_scoring
@@ -60,9 +60,12 @@ def make_run_id(config: RunConfig) -> str:
 
 
 def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: TextIO | None = None,
-        resume: Path | None = None) -> RunResult:
+        resume: Path | None = None, retry_errors: bool = False, agent_down_after: int = 5) -> RunResult:
     """Run the evaluation described by ``config`` and write its run directory; with ``resume``,
-    continue that run directory: only the conversations its journal does not hold are run."""
+    continue that run directory: only the conversations its journal does not hold are run (with
+    ``retry_errors``, also those that ended in an error or a timeout)."""
+    if retry_errors and resume is None:
+        raise ConfigError("--retry-errors needs --resume RUN_DIR (it redoes that run's errors)")
     out = out or sys.stdout
     deadline.reset_cancel()
     started = time.monotonic()
@@ -81,6 +84,8 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
             file=str(dataset.path),
         )
 
+    scan, subset_info = _choose_subset(config, dataset, scan)
+    trials = config.trials
     knowledge = load_knowledge(config.knowledge_path)
     _check_knowledge(config, scan.groups, knowledge)
     schemas, queries = SchemaCatalog(), QueryCatalog()
@@ -100,7 +105,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     previous: dict[str, Any] | None = None
     if resume is not None:
         previous = read_manifest(resume)
-        check_resumable(previous, config.snapshot(), dataset_sha256, resume)
+        check_resumable(previous, config.snapshot(), dataset_sha256, resume, retry_errors=retry_errors)
         run_id, run_dir = previous["run_id"], resume
     else:
         run_id = config.run_id or make_run_id(config)
@@ -114,13 +119,24 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     metric_scorers = {s.name for s in scorers if s.is_metric}
     manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info, dataset_sha256,
                          sorted(metric_scorers, key=list(plan.scorers).index))
+    manifest["dataset"] |= {"trials": trials, "subset": subset_info}
     manifest["scorers"] = list(plan.scorers)
     manifest["scoring"] = plan.describe()  # semantics and primary verdicts: compare refuses runs where they differ
     # what each scorer needs to be reproduced (e.g. the llmrater's model and prompt hash)
     manifest["scorer_details"] = {s.name: s.describe() for s in scorers if hasattr(s, "describe")}
     session: dict[str, Any] = {"started_at": started_at, "command": manifest["command"]}
     if previous is not None:  # the first session's manifest stays; this session is appended
-        manifest = previous | {"sessions": previous.get("sessions", []) + [session]}
+        session["retry_errors"] = retry_errors
+        previous_config = previous.get("config") or {}
+        for key in ("run_id", "reporting"):  # the run directory is the one resumed, wherever --output-dir points
+            if key in previous_config:
+                manifest["config"][key] = previous_config[key]
+        session["config_changes"] = session_changes(previous_config, manifest["config"])
+        # what may change on resume (the subset, the trials, with --retry-errors how the agent is
+        # reached) is the run's from now on: the next resume and the reports read it here
+        manifest = previous | {"sessions": previous.get("sessions", []) + [session], "config": manifest["config"],
+                               "dataset": manifest["dataset"], "agent": manifest["agent"],
+                               "config_fingerprint": manifest["config_fingerprint"]}
     else:
         manifest["sessions"] = [session]
     # The derived reports are built as conversations complete (replayed ones first), so the end
@@ -128,25 +144,34 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     report_set = ReportSet(run_dir, manifest)
     try:
         writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows, metric_scorers=metric_scorers,
-                           simulator=simulator, resume=resume is not None, on_record=report_set.add)
+                           simulator=simulator, resume=resume is not None, on_record=report_set.add,
+                           run_again=RETRY_ERRORS if retry_errors else RUN_AGAIN, trials=trials)
     except BaseException:
         report_set.close()  # no half-written report files left behind
         raise
-    done: set[tuple[Any, str]] = writer.resumed.done if writer.resumed is not None else set()
+    done: set[tuple[Any, str, int]] = writer.resumed.done if writer.resumed is not None else set()
     if writer.resumed is not None:
         state = writer.resumed
-        log.warning("resuming %s: %d conversation(s) done; running the other %d (%d cancelled or db_error and %d cut short "
-                    "by a crash are run again)", run_id, state.kept, max(scan.total - state.kept, 0),
+        log.warning("resuming %s: %d conversation(s) done; running the other %d (%d to run again — cancelled, db_error"
+                    + (", agent_error, vuser_error or timeout" if retry_errors else "") + " — and %d cut short "
+                    "by a crash are run again)", run_id, state.kept, max(scan.total * trials - state.kept, 0),
                     state.dropped_cancelled, state.dropped_partial)
     session["resumed_with"] = len(done)
     writer.write_manifest(manifest)
-    print(f"evalbench: run {run_id}: {scan.total} items; {plan.header(scan.format)}", file=out, flush=True)
+    print(f"evalbench: run {run_id}: {_items_header(scan.total, subset_info, trials)}; {plan.header(scan.format)}",
+          file=out, flush=True)
 
-    bars = _progress_bars(scan.groups, progress, _done_per_group(dataset, scan.groups, done) if done else {})
+    bars = _progress_bars(scan.groups, progress, _done_per_group(dataset, scan.groups, done) if done else {}, trials)
     bars_lock = threading.Lock()
+
+    from evalbench.breaker import AgentBreaker
+
+    # ``agent_down_after`` conversations in a row that could not connect to the agent stop the run (0: never)
+    breaker = AgentBreaker(agent.describe().get("base_url"), lambda: scheduler.cancel(), agent_down_after)
 
     def on_complete(conv: Conversation) -> None:
         writer.record(conv)
+        breaker.observe(conv)
         with bars_lock:
             bars[(conv.item.dialect, conv.item.database)].update(1)
 
@@ -168,7 +193,8 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     def evaluate_group(group: Group) -> None:
         dialect, database = group
         key = f"{dialect}/{database}"
-        if done and all((item.dialect, item.id) in done for item in dataset.items(group)):
+        if done and all((item.dialect, item.id, trial) in done
+                        for trial in range(1, trials + 1) for item in dataset.items(group)):
             return  # resumed: nothing left to run here
         try:
             report = _provision(config, dialect, database)
@@ -190,12 +216,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         schemas.register(dialect, database, conninfo)
         queries.register(dialect, database, sandbox)
         work = StageWork(Parts(agent, vuser, sandbox, scorers, plan.rules, plan.primary))
-        for item in dataset.items(group):
-            if (item.dialect, item.id) in done:
-                continue
-            conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
-                                    patience=_patience(config), timeout_s=config.conversation_timeout_s,
-                                    debug_attempts=config.debug_attempts)
+        for conv in _conversations(config, dataset, group, done):
             if not scheduler.admit(conv, work):
                 break
 
@@ -238,6 +259,10 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         writer.close()
         report_set.close()
         raise EvalbenchError(f"the run stopped: {scheduler.failure}")
+    if breaker.tripped:  # the conversations in flight were journaled (as cancelled): --resume goes on
+        writer.close()
+        report_set.close()
+        raise breaker.error(run_dir)
 
     elapsed = time.monotonic() - started
     session |= {"finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "elapsed_s": round(elapsed, 3),
@@ -336,30 +361,60 @@ def open_sandbox(config: RunConfig, dialect: str, database: str, report: Provisi
 def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any,
                        done: set[tuple[Any, str]]) -> None:
     """A group whose database cannot be set up: every item is still recorded (as db_error)."""
-    for item in dataset.items(group):
-        if (item.dialect, item.id) in done:
-            continue
-        conv = new_conversation(item, seed=conversation_seed(config.seed, item.id), max_turns=config.max_turns,
-                                patience=_patience(config), timeout_s=config.conversation_timeout_s,
-                                    debug_attempts=config.debug_attempts)
+    for conv in _conversations(config, dataset, group, done):
         stage = fail(conv, Outcome.DB_ERROR, f"database setup failed: {error}")
         while stage is not Stage.COMPLETE:
             stage = work.run(stage, conv)
         on_complete(conv)
 
 
-def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int]) -> dict[Group, Any]:
+def _conversations(config: RunConfig, dataset: Dataset, group: Group, done: set[tuple[Any, str, int]]) -> Iterator[Conversation]:
+    """The conversations of ``group`` still to run, trial by trial (all items' first trial, then
+    the second...: a run cut short holds whole trials), each trial in its own agent session."""
+    for trial in range(1, config.trials + 1):
+        for item in dataset.items(group):
+            if (item.dialect, item.id, trial) in done:
+                continue
+            yield new_conversation(item, seed=conversation_seed(config.seed, item.id, trial=trial),
+                                   max_turns=config.max_turns, patience=_patience(config),
+                                   timeout_s=config.conversation_timeout_s, debug_attempts=config.debug_attempts,
+                                   trial=trial, follow_up=config.follow_up_enabled)
+
+
+def _choose_subset(config: RunConfig, dataset: Dataset, scan: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The scan of the items the run keeps (``subset``: item ids, sample, limit), and its record."""
+    if config.subset is None:
+        return scan, None
+    from evalbench.dataset.subset import Subset, choose, rescan
+
+    subset = Subset(config.subset.item_ids, config.subset.sample, config.subset.limit, config.seed)
+    if subset.empty:
+        return scan, None
+    chosen = choose(dataset, subset, where=str(config.source) if config.source else None)
+    dataset.only = chosen.keys
+    return rescan(scan, dataset, chosen), chosen.describe(subset)
+
+
+def _items_header(total: int, subset: dict[str, Any] | None, trials: int) -> str:
+    text = f"{total} items" + (f" (a subset of {subset['of']})" if subset else "")
+    return text + (f" x {trials} trials" if trials > 1 else "")
+
+
+def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int], trials: int = 1) -> dict[Group, Any]:
     from tqdm import tqdm
 
     return {
-        group: tqdm(total=count, initial=done.get(group, 0), desc=f"{group[0]}/{group[1]}", unit="conv", position=i,
+        group: tqdm(total=count * trials, initial=done.get(group, 0), desc=f"{group[0]}/{group[1]}", unit="conv", position=i,
                     leave=True, disable=not enabled, dynamic_ncols=True)
         for i, (group, count) in enumerate(sorted(groups.items()))
     }
 
 
-def _done_per_group(dataset: Dataset, groups: Any, done: set[tuple[Any, str]]) -> dict[Group, int]:
-    return {group: sum(1 for item in dataset.items(group) if (item.dialect, item.id) in done) for group in groups}
+def _done_per_group(dataset: Dataset, groups: Any, done: set[tuple[Any, str, int]]) -> dict[Group, int]:
+    per_item: dict[tuple[Any, str], int] = {}
+    for dialect, item_id, _ in done:
+        per_item[(dialect, item_id)] = per_item.get((dialect, item_id), 0) + 1
+    return {group: sum(per_item.get((item.dialect, item.id), 0) for item in dataset.items(group)) for group in groups}
 
 
 def _file_sha256(path: Path) -> str:

@@ -47,6 +47,10 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
     outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items() if v)
     print(f"  outcomes: {outcomes}", file=out)
     _print_verdict_notes(summary, out)
+    from evalbench.results.trials import trials_lines
+
+    for line in trials_lines(summary):
+        print(f"  {line}", file=out)
     taxonomy = summary.get("taxonomy") or {}
     if taxonomy:
         print(f"  failures: {', '.join(f'{k} {v}' for k, v in taxonomy.items())} (evalbench explain {run_dir} <item_id>)", file=out)

@@ -26,8 +26,18 @@ from evalbench.results.rundir import JOURNAL, OutputError
 
 # Outcomes that say nothing about the agent: their conversations run again on resume.
 RUN_AGAIN = frozenset({"cancelled", "db_error"})
-# Dotted config keys that may change on resume (prefix match).
-MAY_CHANGE = ("run_id", "runners", "max_in_flight", "reporting", "model_config.retry", "vuser_model_config.retry")
+# With --retry-errors, every error outcome runs again too (a flaky endpoint, a slow model).
+RETRY_ERRORS = RUN_AGAIN | {"agent_error", "vuser_error", "timeout"}
+# Dotted config keys that may change on resume (prefix match). A changed subset runs the newly
+# chosen items; more trials run the trials not yet in the journal.
+MAY_CHANGE = ("run_id", "runners", "max_in_flight", "reporting", "model_config.retry", "vuser_model_config.retry",
+              "subset", "trials", "evalbench_compat.paths")
+# ... and with --retry-errors, how the agent and the virtual user are reached and how long they
+# may take (not which agent or model it is): the errors were the endpoint's, not the agent's.
+RETRY_MAY_CHANGE = tuple(f"{part}.{key}" for part in ("model_config", "vuser_model_config") for key in (
+    "adkapi_server_url", "base_url", "headers", "api_key_env", "api_key", "connect_timeout_s", "read_timeout_s",
+    "timeout_s", "execs_per_minute", "max_concurrency", "http_options", "project", "location",
+)) + ("conversation_timeout_s",)
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -39,21 +49,26 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """The config keys whose values differ (other than those that may change on resume)."""
+def config_differences(old: dict[str, Any], new: dict[str, Any], may_change: tuple[str, ...] = MAY_CHANGE) -> list[str]:
+    """The config keys whose values differ (other than those in ``may_change``, by prefix)."""
     a, b = _flatten(old), _flatten(new)
     differences = []
     for key in sorted(set(a) | set(b)):
-        if any(key == p or key.startswith(p + ".") for p in MAY_CHANGE):
+        if any(key == p or key.startswith(p + ".") for p in may_change):
             continue
         if a.get(key, "<unset>") != b.get(key, "<unset>"):
             differences.append(f"{key}: {a.get(key, '<unset>')!r} -> {b.get(key, '<unset>')!r}")
     return differences
 
 
-def check_resumable(manifest: dict[str, Any], snapshot: dict[str, Any], dataset_sha256: str, run_dir: Path) -> None:
+def check_resumable(manifest: dict[str, Any], snapshot: dict[str, Any], dataset_sha256: str, run_dir: Path,
+                    *, retry_errors: bool = False) -> None:
     """Raise :class:`ConfigError` listing why ``run_dir`` cannot be resumed with this config."""
-    problems = config_differences(manifest.get("config") or {}, snapshot)
+    may_change = MAY_CHANGE + (RETRY_MAY_CHANGE if retry_errors else ())
+    old = manifest.get("config") or {}
+    problems = config_differences(old, snapshot, may_change)
+    if int(snapshot.get("trials") or 1) < int(old.get("trials") or 1):
+        problems.append(f"trials: {old.get('trials')} -> {snapshot.get('trials')} (trials may grow on resume, not shrink)")
     recorded = (manifest.get("dataset") or {}).get("sha256")
     if recorded and recorded != dataset_sha256:
         problems.insert(0, f"the dataset file changed (sha256 {recorded[:12]}... -> {dataset_sha256[:12]}...)")
@@ -95,7 +110,15 @@ def _decode(raw: bytes) -> dict[str, Any] | None:
     return record if is_record(record) else None
 
 
-def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None]) -> JournalState:
+def session_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Every config key a resumed session changed, as ``key: old -> new`` (secrets are redacted in
+    both snapshots), for that session's entry in the manifest."""
+    # where the run lives stays the run's (--resume names it); path notes are not settings
+    return config_differences(old, new, ("evalbench_compat", "run_id", "reporting"))
+
+
+def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None],
+                   run_again: frozenset[str] = RUN_AGAIN) -> JournalState:
     """Rewrite the journal without partial lines, cancelled conversations and duplicates, calling
     ``on_record`` for each record kept (streaming: the records are not held in memory).
 
@@ -140,7 +163,7 @@ def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None]) -
                 if record is None:  # the journal changed under us: treat as cut short
                     state.dropped_partial += 1
                     continue
-                if record.get("outcome") in RUN_AGAIN:
+                if record.get("outcome") in run_again:
                     state.dropped_cancelled += 1
                     continue
                 state.done.add(conversation_key(record))

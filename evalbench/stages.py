@@ -60,9 +60,10 @@ class Parts:
 
 
 def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, timeout_s: float,
-                     debug_attempts: int = 0) -> Conversation:
+                     debug_attempts: int = 0, trial: int = 1, follow_up: bool = True) -> Conversation:
     conv = Conversation(item=item, seed=seed, max_turns=max_turns, patience=patience,
-                        deadline=time.monotonic() + timeout_s, debug_attempts=debug_attempts, timeout_s=timeout_s)
+                        deadline=time.monotonic() + timeout_s, debug_attempts=debug_attempts, timeout_s=timeout_s,
+                        trial=trial, follow_up=follow_up)
     start(conv)
     return conv
 
@@ -115,7 +116,9 @@ class StageWork:
                 conv.sessions_opened += 1
             reply = conv.session.send(conv.last_turn.user_text)
         except Exception as exc:
-            reply = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}", error_kind="exception")
+            kind = getattr(exc, "kind", None)  # an adapter's own classification (e.g. ADK: no session, "connection")
+            reply = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}",
+                               error_kind=kind if isinstance(kind, str) and kind else "exception")
             reply.latency_s = time.perf_counter() - started
         if not agent.sticky:  # only to demonstrate agents that forget between turns
             self.close_session(conv)

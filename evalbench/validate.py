@@ -11,11 +11,16 @@ errors:   malformed or duplicate records, golden SQL that fails or times out, a 
 warnings: an empty golden result (it cannot tell a right query from an over-filtering one),
           an ambiguity's ``sql_snippet`` not found in the golden SQL (whitespace and case
           ignored), ``decimal`` set while the golden result has no non-integer number
+
+Items are checked in parallel (``runners.sqlexec_runners`` threads, the size of the sandbox's
+connection pool); findings are listed by severity, then by item id in natural order.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -32,6 +37,14 @@ from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
 # A write statement that changes nothing the test cases look at: the "wrong answer" every test
 # case must reject.
 NO_OP_SQL = "CREATE TEMP TABLE IF NOT EXISTS evalbench_validate_no_op (x integer)"
+
+SEVERITY = {"error": 0, "warning": 1, "info": 2}  # the order findings are listed in
+
+
+def natural_key(text: str) -> list[Any]:
+    """Sort key of an item id in natural order: ``item_2`` before ``item_10``. re.split with a
+    group alternates text and digits, so two keys compare str with str and int with int."""
+    return [int(part) if index % 2 else part.lower() for index, part in enumerate(re.split(r"(\d+)", text))]
 
 
 @dataclass
@@ -71,17 +84,27 @@ class ValidationReport:
                                                              ": empty result" in f.message for f in r.findings))
                 for phase in ("main", "follow_up")}
 
+    def sorted_findings(self) -> list[tuple[ItemReport, Finding]]:
+        """Every finding, by severity, then item id in natural order (an item's own findings in
+        the order they were found): how ``evalbench validate`` prints them."""
+        pairs = [(report, finding) for report in self.reports for finding in report.findings]
+        return sorted(pairs, key=lambda pair: (SEVERITY.get(pair[1].level, len(SEVERITY)), natural_key(pair[0].item_id)))
+
     def as_dict(self) -> dict[str, Any]:
+        ordered = self.sorted_findings()
+        by_item: dict[str, list[dict[str, str]]] = {}
+        for report, finding in sorted(ordered, key=lambda pair: natural_key(pair[0].item_id)):  # stable: severity kept
+            by_item.setdefault(report.item_id, []).append({"level": finding.level, "message": finding.message})
         return {
             "items": self.items,
             "semantics": self.semantics,
-            "invalid_items": self.invalid_ids(),
+            "invalid_items": sorted(self.invalid_ids(), key=natural_key),
             "empty_golden": self.empty_golden(),
             "record_errors": [str(e) for e in self.record_errors],
             "database_errors": self.database_errors,
-            "findings": {
-                r.item_id: [{"level": f.level, "message": f.message} for f in r.findings] for r in self.reports if r.findings
-            },
+            "findings": by_item,  # per item, items in natural order
+            "sorted_findings": [{"item_id": r.item_id, "source": r.source, "level": f.level, "message": f.message}
+                                for r, f in ordered],  # as printed
         }
 
 
@@ -176,34 +199,116 @@ def _check_results(phase: PhaseRecord, rules: ResultRules, report: ItemReport) -
             report.add("warning", f"{where}: conditions.decimal is {phase.conditions.decimal} but no value has a fraction")
 
 
-def validate(config: RunConfig, *, test_cases: bool = True) -> ValidationReport:
+# A database's sandbox (None: it could not be set up) and its items being checked.
+_Group = tuple[Sandbox | None, list[Future[ItemReport]]]
+
+
+def validate(config: RunConfig, *, test_cases: bool = True, progress: bool = False) -> ValidationReport:
     """Check every item of the dataset of ``config`` against its databases (with ``test_cases``,
-    also the test cases of its management tasks: one child process each, so it takes a while)."""
-    from evalbench.errors import EvalbenchError
-    from evalbench.orchestrator import _provision, open_sandbox
+    also the test cases of its management tasks: one child process each, so it takes a while).
+    Items run on ``runners.sqlexec_runners`` threads; ``progress``: a bar on stderr (a TTY only)."""
+    from evalbench import deadline
+    from evalbench.scoring import test_case_runner
 
     dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
     scan = dataset.scan()
     rules = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format).rules
     report = ValidationReport(items=scan.total, record_errors=list(scan.errors), semantics=rules.semantics)
-    for dialect, database in sorted(scan.groups):
-        sandbox = conninfo = None
-        try:
-            sandbox, conninfo = open_sandbox(config, dialect, database, _provision(config, dialect, database))
-        except EvalbenchError as exc:
-            report.database_errors[f"{dialect}/{database}"] = str(exc)
-        try:
-            for item in dataset.items((dialect, database)):
-                item_report = check_item(item, sandbox, rules)
-                if sandbox is None:
-                    item_report.add("error", "its database could not be set up")
-                elif test_cases:
-                    check_test_cases(item, item_report, sandbox, rules=rules, **_test_case_limits(config))
-                report.reports.append(item_report)
-        finally:
+    limits = _test_case_limits(config) if test_cases else None
+    deadline.reset_cancel()  # a cancelled earlier run in this process must not cancel this one
+    bar = _ProgressBar(scan.total, progress)
+    pool = ThreadPoolExecutor(max_workers=config.runners.sqlexec_runners, thread_name_prefix="evalbench-validate")
+    groups: list[_Group] = []
+    closed = 0  # groups[:closed] are done and their sandboxes closed
+    try:
+        for dialect, database in sorted(scan.groups):
+            sandbox = _open_sandbox(config, dialect, database, report)
+            futures = [pool.submit(_check_one, item, sandbox, rules, limits, bar) for item in dataset.items((dialect, database))]
+            groups.append((sandbox, futures))
+            closed = _close_finished(groups, closed, len(groups) - 1)  # two databases' connections at most
+        closed = _close_finished(groups, closed, len(groups))
+    except KeyboardInterrupt:  # Ctrl-C: stop the test cases and SQL in flight, run nothing more
+        deadline.cancel()
+        test_case_runner.cancel_all()
+        for sandbox, _ in groups:
+            if sandbox is not None:
+                sandbox.interrupt()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for sandbox, _ in groups[closed:]:
             if sandbox is not None:
                 sandbox.close()
+        bar.close()
+    report.reports = [future.result() for _, futures in groups for future in futures]  # dataset order
     return report
+
+
+def _open_sandbox(config: RunConfig, dialect: str, database: str, report: ValidationReport) -> Sandbox | None:
+    """The database provisioned behind its sandbox, or None (the error kept in the report)."""
+    from evalbench.errors import EvalbenchError
+    from evalbench.orchestrator import _provision, open_sandbox
+
+    try:
+        return open_sandbox(config, dialect, database, _provision(config, dialect, database))[0]
+    except EvalbenchError as exc:
+        report.database_errors[f"{dialect}/{database}"] = str(exc)
+        return None
+
+
+def _check_one(item: Item, sandbox: Sandbox | None, rules: ResultRules, limits: dict[str, float] | None,
+               bar: "_ProgressBar") -> ItemReport:
+    """One item's findings, on a pool thread (its golden SQL through the shared sandbox pool)."""
+    try:
+        report = check_item(item, sandbox, rules)
+        if sandbox is None:
+            report.add("error", "its database could not be set up")
+        elif limits is not None:
+            check_test_cases(item, report, sandbox, rules=rules, **limits)
+        bar.count(report)
+    finally:
+        bar.update()
+    return report
+
+
+def _close_finished(groups: list[_Group], start: int, end: int) -> int:
+    """Wait for the items of ``groups[start:end]``, close their sandboxes, and return ``end``. The
+    main thread waits in short steps so that Ctrl-C reaches it at once."""
+    for sandbox, futures in groups[start:end]:
+        pending: Any = futures
+        while pending:
+            pending = wait(pending, timeout=0.2).not_done
+        if sandbox is not None:
+            sandbox.close()
+    return max(start, end)
+
+
+class _ProgressBar:
+    """A tqdm bar on stderr, updated from the pool threads: off with ``enabled`` false, and
+    when stderr is not a terminal (a CI log gets the findings, not a bar per item)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        import sys
+
+        from tqdm import tqdm
+
+        self._lock = threading.Lock()
+        self._invalid = 0
+        self._bar = tqdm(total=total, desc="validate", unit="item", file=sys.stderr, dynamic_ncols=True,
+                         disable=None if enabled else True)  # None: tqdm disables itself on a non-TTY
+
+    def update(self) -> None:
+        with self._lock:
+            self._bar.update(1)
+
+    def count(self, report: ItemReport) -> None:
+        if report.invalid:
+            with self._lock:
+                self._invalid += 1
+                self._bar.set_postfix_str(f"{self._invalid} invalid", refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 def _test_case_limits(config: RunConfig) -> dict[str, float]:

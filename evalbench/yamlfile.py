@@ -30,7 +30,8 @@ MAX_YAML_BYTES = 10 * 1024 * 1024  # a config file larger than this is refused
 MAX_YAML_VALUES = 100_000  # values (keys, scalars, lists, mappings) in a document, aliases (*name) counted expanded
 MAX_YAML_DEPTH = 64  # levels of nested mappings and lists
 
-_ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+# ${VAR}, ${VAR:-default}, and ${VAR:default} (pyaml_env's spelling, which EvalBench's configs use)
+_ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-?(.*?))?\}")
 
 
 @dataclass
@@ -225,6 +226,16 @@ class _Loader(_Events, Composer, SafeConstructor, Resolver):
                 message = str(exc)[:200]
             raise ConstructorError(None, None, message, node.start_mark) from None
 
+
+def _env_tag(loader: SafeConstructor, node: yaml.Node) -> str:
+    """``!ENV ${VAR}``: EvalBench's configs (read with pyaml_env's ``parse_config``) tag values
+    that hold environment variables; the ``${...}`` in every string is substituted anyway."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise ConstructorError(None, None, "!ENV applies to a single value (a string with ${VAR})", node.start_mark)
+    return str(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("!ENV", _env_tag)
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _KEY_TAGS = (_STR_TAG, "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")

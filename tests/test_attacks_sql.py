@@ -234,7 +234,9 @@ def run_evalbench(tmp: Path, items: list[dict[str, Any]], replies: dict[str, Any
     tmp.mkdir(parents=True, exist_ok=True)
     files = tmp / "files"
     files.mkdir(exist_ok=True)
-    argv = ["run", "--run-id", "attacks", "--output-dir", str(tmp / "out"), "--no-progress"]
+    # --no-preflight: these tests are of the run's own defences (a failed sandbox login, for one, is
+    # found at provisioning); preflight's probes would also reach the attack agent
+    argv = ["run", "--run-id", "attacks", "--output-dir", str(tmp / "out"), "--no-progress", "--no-preflight"]
     stderr = ""
     with AttackAgent(replies) as agent:
         argv += ["--config", str(write_run(tmp, items, agent, **options))]

@@ -140,7 +140,9 @@ def test_a_report_that_cannot_be_written_stops_with_its_name(tmp_path, pgdata, c
 def test_an_unwritable_output_directory_is_named(tmp_path, pgdata, capsys):
     config = _config(tmp_path)
     (tmp_path / "file").write_text("not a directory", encoding="utf-8")
-    assert _run(config, tmp_path / "file") == 3
+    # --no-preflight: the run's own message (preflight finds it before: tests/test_preflight.py)
+    assert main(["run", "--config", str(config), "--no-progress", "--output-dir", str(tmp_path / "file"), "--run-id", "r",
+                 "--no-preflight"]) == 3
     assert _error_line(capsys).startswith(f"error: cannot write {tmp_path / 'file' / 'r'}")
 
 

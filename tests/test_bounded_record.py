@@ -121,7 +121,7 @@ def test_hostile_text_is_journaled_and_every_report_reads_it_back(demo_sandbox, 
 
     # --resume reads it back: both conversations are done, nothing is dropped
     state = repair_journal(run_dir, lambda record: None)
-    assert state.done == {("postgres", "hostile\ufffd"), ("postgres", "plain")} and state.dropped_partial == 0
+    assert state.done == {("postgres", "hostile\ufffd", 1), ("postgres", "plain", 1)} and state.dropped_partial == 0
 
 
 def test_a_normal_record_is_small_and_not_cut(demo_sandbox):

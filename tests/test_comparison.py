@@ -150,7 +150,7 @@ def test_renderings(runs, tmp_path):
     assert "McNemar exact p" in markdown and "| phase | pairs |" in markdown
     assert f"### Regressions (A pass → B fail): {len(c.regressions)}" in markdown
 
-    page = render_html(c)
+    page = render_html(c, tmp_path / "out")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     for flip in c.regressions + c.improvements:
         assert f"<td>{flip.item_id}</td>" in page

@@ -356,10 +356,12 @@ def test_evalbench_style_database_config(cfg_dir):
     assert (fallback.database_name, fallback.is_embedded, fallback.password) == ("other", True, None)
 
 
-def test_database_path_is_refused(cfg_dir):
-    path = write(cfg_dir, "run.yaml", HEAD + "database_configs:\n  - database_name: x\n    database_path: x.db\n")
+def test_cloud_instance_database_path_is_refused(cfg_dir):
+    """EvalBench's database_path is the server's host[:port]; a Cloud SQL instance name needs a connector."""
+    path = write(cfg_dir, "run.yaml", HEAD + "database_configs:\n  - database_name: x\n    database_path: p:us-central1:i\n")
     err = load_error(path)
-    assert str(err).startswith(f"{path}:4: database_configs[0]: database_path (file databases such as SQLite) is not supported")
+    assert str(err).startswith(f"{path}:4: database_configs[0]: database_path 'p:us-central1:i' names a cloud instance")
+    assert "Cloud SQL Auth Proxy" in str(err)
 
 
 def test_snapshot_redacts_every_password(cfg_dir, monkeypatch):

@@ -240,7 +240,7 @@ def test_unknown_term_then_a_valid_action(script, make_vuser):
 
 
 def test_unparsable_actions_until_retries_run_out_are_an_error_reply(script, make_vuser):
-    script.encode("The user means last spring.", 'labeled("last spring") labeled("did best")')
+    script.encode("The user means last spring.", 'labeled("last spring") unanswerable()')  # labeled + labeled merge (EvalBench)
     reply = make_vuser(invalid_action_retries=1).answer(conversation("greenleaf_16"), "Which months?")
     assert reply.action is None and reply.text == ""
     assert reply.error.startswith("invalid action: more than one action") and "after 2 encode attempts" in reply.error

@@ -253,7 +253,7 @@ def test_repair_journal_keys_on_dialect_and_item_and_keeps_the_last(tmp_path):
     before = [(r["dialect"], r["item_id"], r.get("note")) for r in read_journal(tmp_path)]
     seen: list[dict[str, Any]] = []
     state = repair_journal(tmp_path, seen.append)
-    assert state.done == {("alloydb", "a"), ("postgres", "a"), ("postgres", "c")}
+    assert state.done == {("alloydb", "a", 1), ("postgres", "a", 1), ("postgres", "c", 1)}
     assert (state.kept, state.dropped_duplicates, state.dropped_cancelled, state.dropped_partial) == (3, 1, 1, 3)
     assert [(r["dialect"], r["item_id"], r.get("note")) for r in seen] == [
         ("alloydb", "a", None), ("postgres", "a", "last"), ("postgres", "c", None)]

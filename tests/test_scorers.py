@@ -52,7 +52,7 @@ def conversation(golden_sql: str | list[str] = G, *, order: bool = False, catego
 
 
 # The scorers every pair is judged by, in the order of the verdict strings below.
-PAIR_SCORERS = ["exec_match", "executable", "set_match", "exact_match", "returned_sql", "recall_match"]
+PAIR_SCORERS = ["exec_match", "executable", "set_match", "sql_exact_match", "returned_sql", "recall_match"]
 SCORERS_BY_NAME = {name: SCORERS.get(name)({}) for name in PAIR_SCORERS}
 
 
@@ -188,7 +188,35 @@ def test_recall_match_best_golden_counts() -> None:
     assert (score.value, score.passed) == (1.0, True)
 
 
-# --------------------------------------------------------------------------- exact_match
+# --------------------------------------------------------------------------- exact_match (EvalBench's)
+
+
+def _named(columns: list[str], *rows: tuple[Any, ...]) -> ExecutionResult:
+    return res(list(rows), columns)
+
+
+@pytest.mark.parametrize(
+    "generated, golden, match",
+    [
+        (_named(["a", "b"], (1, "x"), (2, "y")), _named(["a", "b"], (1, "x"), (2, "y")), True),
+        (_named(["b", "a"], ("x", 1), ("y", 2)), _named(["a", "b"], (1, "x"), (2, "y")), True),  # by name
+        (_named(["a", "b"], (2, "y"), (1, "x")), _named(["a", "b"], (1, "x"), (2, "y")), False),  # order matters
+        (_named(["a", "c"], (1, "x"), (2, "y")), _named(["a", "b"], (1, "x"), (2, "y")), False),  # names matter
+        (_named(["a"], (1.0,)), _named(["a"], (1.001,)), False),  # exact values
+        (_named(["a"], (1,), (1,)), _named(["a"], (1,)), False),  # duplicates count
+    ],
+)
+def test_exact_match_is_evalbench_ordered_result_equality(generated: Any, golden: Any, match: bool) -> None:
+    conv, phase = build("SELECT 1", generated, [golden], G, Conditions(), {})
+    assert SCORERS.get("exact_match")({}).score(conv, phase).passed is match
+
+
+def test_exact_match_never_matches_failed_results() -> None:
+    conv, phase = build("SELECT 1", res([], error="boom"), [res([], error="boom")], G, Conditions(), {})
+    assert SCORERS.get("exact_match")({}).score(conv, phase).passed is False
+
+
+# --------------------------------------------------------------------------- sql_exact_match
 
 
 @pytest.mark.parametrize(
@@ -202,20 +230,20 @@ def test_recall_match_best_golden_counts() -> None:
         ("SELECT 1; SELECT 2", "select 1 ;  select 2;", False, True),
     ],
 )
-def test_exact_match_normalisation(generated: str, golden: str, ignore_aliases: bool, match: bool) -> None:
-    scorer = SCORERS.get("exact_match")({"ignore_aliases": ignore_aliases})
+def test_sql_exact_match_normalisation(generated: str, golden: str, ignore_aliases: bool, match: bool) -> None:
+    scorer = SCORERS.get("sql_exact_match")({"ignore_aliases": ignore_aliases})
     conv, phase = build(generated, None, [], golden, Conditions(), {})
     assert scorer.score(conv, phase).passed is match
 
 
-def test_exact_match_unparsable_falls_back_to_text() -> None:
+def test_sql_exact_match_unparsable_falls_back_to_text() -> None:
     assert normalise_sql("  SELECT ((( FROM   x ; ") == normalise_sql("select ((( from x")
 
 
 @pytest.mark.parametrize("options", [{"ignore_aliases": "yes"}, {"unknown": 1}])
-def test_exact_match_bad_options(options: dict[str, Any]) -> None:
+def test_sql_exact_match_bad_options(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
-        SCORERS.get("exact_match")(options)
+        SCORERS.get("sql_exact_match")(options)
 
 
 # --------------------------------------------------------------------------- regexp_matcher
@@ -374,7 +402,7 @@ def test_reward_edge_cases(scores: dict[str, Score], outcome: Outcome | None, va
 # --------------------------------------------------------------------------- robustness
 
 
-ALL_NEW = ["set_match", "exact_match", "returned_sql", "recall_match", "clarification", "latency", "tokens", "bird_interact_reward"]
+ALL_NEW = ["set_match", "exact_match", "sql_exact_match", "returned_sql", "recall_match", "clarification", "latency", "tokens", "bird_interact_reward"]
 
 
 @pytest.mark.parametrize("name", ALL_NEW + ["regexp_matcher"])

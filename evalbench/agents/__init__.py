@@ -67,6 +67,8 @@ _MODULES = {
     "adk": "evalbench.agents.adk",
     "gemini": "evalbench.agents.gemini",
     "openai_compat": "evalbench.agents.openai_compat",
+    "predictions": "evalbench.agents.predictions",
+    "replay": "evalbench.agents.replay",
 }
 
 

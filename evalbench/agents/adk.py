@@ -89,6 +89,32 @@ class AdkAgent:
     def close(self) -> None:
         pass  # each session closes its own client
 
+    def probe(self, timeout_s: float) -> str:
+        """Preflight: ``GET /list-apps`` answers and lists this app; no session is created."""
+        from evalbench.errors import ConfigError, EvalbenchError
+        from evalbench.probes import excerpt, http_probe
+
+        where, app = redact_url(self.config.base_url), self.config.app_name
+        fix = "start `adk api_server` there, or fix model_config adkapi_server_url"
+        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, self.config.connect_timeout_s))
+        with self.new_client() as client:
+            response = http_probe(lambda: client.get("/list-apps", timeout=timeout), where, fix, timeout_s)
+        if response.status_code in (401, 403):
+            raise ConfigError(f"{where} refused GET /list-apps (HTTP {response.status_code}): check the credentials in "
+                              "model_config headers", key="model_config.headers")
+        try:
+            apps = response.json() if response.status_code == 200 else None
+        except ValueError:
+            apps = None
+        if not isinstance(apps, list):
+            raise EvalbenchError(f"GET {where}/list-apps answered HTTP {response.status_code} "
+                                 f"{excerpt(response.text)!r}, not a list of apps; is it an ADK api_server? {fix}")
+        if app not in apps:
+            listed = ", ".join(str(a) for a in apps[:20]) or "none"
+            raise ConfigError(f"{where} does not serve the app {app!r} (GET /list-apps lists: {listed}); fix agent_id, "
+                              "or start the server on the folder that holds the app", key="model_config.agent_id")
+        return f"{where} lists the app {app!r}"
+
 
 @dataclass
 class PendingInput:

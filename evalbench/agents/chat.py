@@ -296,7 +296,8 @@ class ChatAgent:
 
     def system_prompt(self, item: Item) -> str:
         knowledge = knowledge_section(item, self.context) if self.config.include_knowledge else ""
-        return render_system_prompt(
+        base = getattr(self.config, "base_prompt", "")  # EvalBench's base_prompt (gemini), before everything
+        return base + render_system_prompt(
             self.template,
             schema=self.context.schema(item.dialect, item.database),
             knowledge=knowledge,

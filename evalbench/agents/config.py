@@ -6,11 +6,11 @@ Kept free of heavy imports: the adapters import their SDKs only when an agent is
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, SecretStr, field_validator
 
-from evalbench.config_types import GenaiClientOptions, ResolvedPath, StrictModel
+from evalbench.config_types import ExistingPath, GenaiClientOptions, ResolvedPath, StrictModel
 
 SessionMode = Literal["sticky", "per_turn"]
 _SESSION_HELP = "per_turn opens a new session every turn: only to show how an agent that forgets fails"
@@ -61,6 +61,11 @@ class RetryConfig(StrictModel):
     max_backoff_s: float = Field(30.0, gt=0, description="cap of one backoff (Retry-After is honoured up to this)")
 
 
+_AGENT_ENGINE = ("EvalBench creates each session in Vertex AI Agent Engine (util/session.py::EvalAgentEngineSessionMgr); "
+                 "we create it on the api_server (POST /apps/{app}/users/{user}/sessions): start `adk api_server "
+                 "--session_service_uri agentengine://<agent_engine_id>` to keep sessions in Agent Engine")
+
+
 class AdkAgentConfig(StrictModel):
     """An agent served by Google ADK's ``adk api_server`` (EvalBench's ``generator: querydata``)."""
 
@@ -78,6 +83,20 @@ class AdkAgentConfig(StrictModel):
     reply: ReplyConvention = Field(ReplyConvention(), description="how replies are classified")
     session: SessionMode = Field("sticky", description=_SESSION_HELP)
     raw_events_max_chars: int = Field(20_000, ge=0, description="raw events kept per turn in the journal")
+    # EvalBench's querydata keys that its ADK client does not send to the agent (docs/evalbench_compat.md)
+    base_prompt: str | None = Field(None, description="EvalBench key; not applied (its querydata generator does not read it either)")
+    vertex_model: str | None = Field(None, description="EvalBench key; not applied (the ADK app chooses its model)")
+    project_id: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
+    location: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
+    agent_engine_id: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
+
+    NOT_APPLIED: ClassVar[dict[str, str]] = {
+        "base_prompt": "EvalBench's querydata generator does not read base_prompt either; the agent receives the user's words",
+        "vertex_model": "the ADK app chooses its own model; EvalBench's querydata generator does not read vertex_model either",
+        "agent_engine_id": _AGENT_ENGINE,
+        "project_id": "where EvalBench keeps its Agent Engine sessions (see agent_engine_id)",
+        "location": "where EvalBench keeps its Agent Engine sessions (see agent_engine_id)",
+    }
 
 
 class ChatAgentOptions(StrictModel):
@@ -104,6 +123,7 @@ class GeminiAgentConfig(ChatAgentOptions, GenaiClientOptions):
 
     agent: Literal["gemini"] = Field(description="gemini")
     model: str = Field("gemini-2.5-flash", alias="vertex_model", description="the Gemini model")
+    base_prompt: str = Field("", description="EvalBench key: text put before the system prompt (EvalBench puts it before every prompt)")
 
 
 class OpenAICompatAgentConfig(ChatAgentOptions):
@@ -115,8 +135,28 @@ class OpenAICompatAgentConfig(ChatAgentOptions):
     headers: dict[str, SecretStr] = Field(default_factory=dict, description="extra headers; never written out")
 
 
+class PredictionsAgentConfig(StrictModel):
+    """A predictions file (item id -> SQL) scored through the whole pipeline; no agent is called
+    and no question is asked (docs/rescore.md)."""
+
+    agent: Literal["predictions"] = Field(description="predictions")
+    predictions_file: ExistingPath = Field(description="JSON, JSONL or CSV file of predictions (formats: docs/rescore.md)")
+    follow_up_file: ExistingPath | None = Field(
+        None, description="the follow-up phase's predictions, in a file of their own (BIRD-Interact's `_fu` file)")
+    format: Literal["auto", "bird_interact", "evalbench", "jsonl"] = Field(
+        "auto", description="bird_interact: instance_id + pred_sqls; evalbench: id + generated_sql; jsonl/auto: any of them")
+
+
+class ReplayAgentConfig(StrictModel):
+    """Replays the replies recorded in a run's journal (what `evalbench rescore` uses)."""
+
+    agent: Literal["replay"] = Field(description="replay")
+    run_dir: ExistingPath = Field(description="the run directory whose conversations.jsonl is replayed")
+
+
 AgentConfig = Annotated[
-    Union[SimulatedAgentConfig, AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig],
+    Union[SimulatedAgentConfig, AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig, PredictionsAgentConfig,
+          ReplayAgentConfig],
     Field(discriminator="agent"),
 ]
 
@@ -132,7 +172,25 @@ def _agent_shorthand(value: Any) -> Any:
     if isinstance(value, dict) and "generator" in value and "agent" not in value:
         value = dict(value)
         generator = value.pop("generator")
-        value["agent"] = _GENERATORS.get(generator, generator)
+        value = _from_generator(str(generator), value)
+    return value
+
+
+def _from_generator(generator: str, value: dict[str, Any]) -> dict[str, Any]:
+    """An EvalBench model config (``generators/models/__init__.py::get_generator``) as ours."""
+    from evalbench.config_compat import REJECTED_GENERATORS, gcp_defaults, max_attempts
+
+    if generator in REJECTED_GENERATORS:
+        raise ValueError(f"generator {generator!r} is not supported: {REJECTED_GENERATORS[generator]}")
+    if generator not in _GENERATORS:
+        raise ValueError(f"generator {generator!r} is not a data agent here: use generator: querydata (an ADK agent) "
+                         "or gcp_vertex_gemini, or agent: adk | gemini | openai_compat | simulated:oracle")
+    value["agent"] = _GENERATORS[generator]
+    value = max_attempts(value)
+    if value["agent"] == "gemini":
+        value = gcp_defaults(value)
+        if "max_tokens" in value:  # EvalBench's general generator key
+            value.setdefault("max_output_tokens", value.pop("max_tokens"))
     return value
 
 

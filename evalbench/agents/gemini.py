@@ -85,6 +85,12 @@ class GeminiAgent(ChatAgent):
     def close(self) -> None:
         self.client.close()
 
+    def probe(self, timeout_s: float) -> str:
+        """Preflight: credentials present, and a ``base_url`` (if any) accepts connections."""
+        from evalbench.probes import genai_probe
+
+        return genai_probe(self.config, self.project, self.endpoint, "model_config", timeout_s)
+
     # ------------------------------------------------------------------ backend
 
     def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:

@@ -70,6 +70,46 @@ class OpenAICompatAgent(ChatAgent):
     def close(self) -> None:
         self.client.close()
 
+    def probe(self, timeout_s: float) -> str:
+        """Preflight: ``GET /models`` lists the model, or else the model answers a one-token
+        request. Fails on a server that cannot be reached, refuses the credentials (401/403) or
+        does not know the model (404); any other answer shows the server is up, and passes."""
+        from evalbench.probes import NoAnswer, excerpt, http_probe
+
+        where, model = self.endpoint, self.config.model
+        fix = "start the server, or fix model_config base_url"
+        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0))
+        served: list[str] = []
+        try:
+            listed = http_probe(lambda: self.client.get("models", timeout=timeout), where, fix, timeout_s)
+        except NoAnswer:
+            listed = None
+        if listed is not None:
+            self._refused(listed)
+            served = _model_ids(listed)
+            if model in served:
+                return f"{where} lists the model {model!r}"
+        body = {"model": model, "messages": [{"role": "user", "content": "Reply with OK."}], "max_tokens": 1,
+                "temperature": 0, "stream": False}
+        try:
+            answer = http_probe(lambda: self.client.post("chat/completions", json=body, timeout=timeout), where, fix, timeout_s)
+        except NoAnswer as exc:
+            return f"{where} is up ({exc})"
+        self._refused(answer)
+        if answer.status_code == 404:
+            listed_text = f"; it lists {', '.join(served[:20])}" if served else ""
+            raise ConfigError(f"{where} does not serve the model {model!r} (HTTP 404 {excerpt(answer.text)!r}{listed_text}); "
+                              "fix model_config model", key="model_config.model")
+        if answer.status_code < 300:
+            return f"the model {model!r} at {where} answered a one-token request"
+        return f"{where} is up (a one-token request got HTTP {answer.status_code} {excerpt(answer.text)!r})"
+
+    def _refused(self, response: httpx.Response) -> None:
+        if response.status_code in (401, 403):
+            key = "api_key_env" if self.config.api_key_env else "headers"
+            raise ConfigError(f"{self.endpoint} refused the credentials (HTTP {response.status_code}); "
+                              f"check model_config {key}", key=f"model_config.{key}")
+
     # ------------------------------------------------------------------ backend
 
     def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:
@@ -165,6 +205,16 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
     return str(content)
+
+
+def _model_ids(response: httpx.Response) -> list[str]:
+    """The model ids of a ``GET /models`` answer (``{"data": [{"id": ...}]}``); [] for anything else."""
+    try:
+        data = response.json() if response.status_code == 200 else None
+    except ValueError:
+        return []
+    entries = data.get("data") if isinstance(data, dict) else None
+    return [str(e["id"]) for e in entries if isinstance(e, dict) and "id" in e] if isinstance(entries, list) else []
 
 
 def _int(value: Any) -> int:

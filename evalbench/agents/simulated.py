@@ -71,6 +71,10 @@ class SimulatedAgent:
     def close(self) -> None:
         pass
 
+    def probe(self, timeout_s: float) -> str:
+        """Preflight: an offline agent has nothing to reach."""
+        return "offline (simulated): nothing to reach"
+
 
 class SimulatedSession:
     def __init__(self, agent: SimulatedAgent, conversation: Conversation) -> None:
@@ -78,7 +82,9 @@ class SimulatedSession:
         self.item = conversation.item
         self.asked: set[str] = set()
         self.turns = 0
-        self.rng = random.Random(conversation_seed(agent.seed, self.item.id, "agent"))
+        # each trial of an item draws anew; trial 1 draws as a run without trials does
+        trial = getattr(conversation, "trial", 1)
+        self.rng = random.Random(conversation_seed(agent.seed, self.item.id, "agent", trial))
         self.failures = {"main": self._draw(), "follow_up": self._draw()}
         self.in_follow_up = False  # once the follow-up is asked, every later turn belongs to it
 

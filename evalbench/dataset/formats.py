@@ -18,6 +18,19 @@ class RecordProblem(ValueError):
         self.item_id = item_id
 
 
+# Dialect names as EvalBench and its users spell them, mapped to ours (dataset records, the run
+# config's ``dialects`` and each db config's ``dialect`` are all normalised with this). Products
+# (alloydb, cloudsql) are not spellings of a dialect: a dataset may carry them as dialects of
+# their own (EvalBench's AlloyDB db configs say `db_type: alloydb`, `dialect: postgres`).
+DIALECT_ALIASES = {"postgresql": "postgres", "pg": "postgres", "psql": "postgres", "postgre": "postgres"}
+
+
+def normalise_dialect(name: str) -> str:
+    """``postgresql`` (EvalBench's spelling), ``PostgreSQL``, ``pg``... -> ``postgres``."""
+    key = name.strip().lower()
+    return DIALECT_ALIASES.get(key, key)
+
+
 def detect_format(record: Any) -> str | None:
     if isinstance(record, dict):
         if "instance_id" in record or "sol_sql" in record:
@@ -192,9 +205,11 @@ def evalbench_items(raw: Any, source: str, dialects: Iterable[str]) -> list[Item
         golden = raw.get("golden_sql")
         if not isinstance(golden, dict):
             raise RecordProblem("key 'golden_sql': expected a mapping of dialect to SQL list")
+        golden = _by_dialect(golden)
         item_dialects = raw.get("dialects") or list(golden)
-        if not isinstance(item_dialects, list):
+        if not isinstance(item_dialects, list) or not all(isinstance(d, str) for d in item_dialects):
             raise RecordProblem("key 'dialects': expected a list")
+        item_dialects = [normalise_dialect(d) for d in item_dialects]
         query_type = (_str(raw, "query_type", required=False, default="dql") or "dql").lower()
         tags = raw.get("tags") or []
         other = raw.get("other") or {}
@@ -234,10 +249,15 @@ def _per_dialect(value: Any, dialect: str, key: str, allow_null: bool = False) -
         return []
     if not isinstance(value, dict):
         raise RecordProblem(f"key {key!r}: expected a mapping of dialect to SQL list")
-    entries = value.get(dialect) or []
+    entries = _by_dialect(value).get(dialect) or []
     if allow_null and isinstance(entries, list):
         entries = [e for e in entries if e is not None]
     return _str_list(entries, f"{key}.{dialect}")
+
+
+def _by_dialect(mapping: dict[Any, Any]) -> dict[str, Any]:
+    """A per-dialect mapping keyed by our dialect names (``postgresql:`` is ``postgres``)."""
+    return {normalise_dialect(k) if isinstance(k, str) else k: v for k, v in mapping.items()}
 
 
 FORMATS = {"bird-interact": bird_interact_items, "evalbench": evalbench_items}

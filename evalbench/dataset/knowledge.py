@@ -113,6 +113,6 @@ def load_knowledge(directory: Path | None) -> Knowledge:
     knowledge: Knowledge = {}
     if directory is None or not directory.is_dir():
         return knowledge
-    for path in sorted(directory.glob("*_kb.jsonl")):
+    for path in sorted(directory.glob("*_kb.jsonl")) + sorted(directory.glob("*/*_kb.jsonl")):  # also <db>/<db>_kb.jsonl (EvalBench, BIRD-Interact)
         knowledge[path.name[: -len("_kb.jsonl")]] = load_file(path)
     return knowledge

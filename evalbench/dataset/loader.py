@@ -52,6 +52,8 @@ class Dataset:
         # After scan(): digests of the (dialect, id) keys seen more than once. Only those ids are
         # then tracked when streaming, so memory does not grow with the number of items.
         self._duplicate_digests: set[int] | None = None
+        # After a subset is chosen (evalbench.dataset.subset): the (dialect, id) keys that run
+        self.only: set[tuple[str, str]] | None = None
         if not self.path.is_file():
             raise DatasetError("dataset file not found", file=str(self.path))
 
@@ -112,7 +114,8 @@ class Dataset:
                 yield item
 
     def _selected(self, item: Item) -> bool:
-        return self.query_types is None or item.query_type in self.query_types
+        return ((self.query_types is None or item.query_type in self.query_types)
+                and (self.only is None or (item.dialect, item.id) in self.only))
 
     def scan(self) -> DatasetScan:
         """Items per group, record errors (duplicate ids included), filtered-out count.

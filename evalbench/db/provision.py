@@ -320,13 +320,27 @@ def sandbox_login(target: DatabaseTarget, admin: psycopg.Connection, can_create_
             )
         return SandboxLogin(current, target.admin.password,
                             f"agent SQL runs as the configured user {current!r} (unprivileged), not as {SANDBOX_ROLE!r}")
+    # The role is the server's, not the database's: databases set up at once (parallel groups,
+    # preflight checks, two runs) change it one at a time, or the catalog reports a concurrent update.
+    admin.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (_ROLE_LOCK,))
+    try:
+        return _sandbox_role(target, admin, grants)
+    finally:
+        admin.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (_ROLE_LOCK,))
+
+
+_ROLE_LOCK = "evalbench:sandbox-role"
+
+
+def _sandbox_role(target: DatabaseTarget, admin: psycopg.Connection, grants: str) -> SandboxLogin:
+    """Create (or repair) ``evalbench_sandbox`` and log in as it; see :func:`sandbox_login`."""
     role = sql.Identifier(SANDBOX_ROLE)
     if not admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SANDBOX_ROLE,)).fetchone():
         try:
             admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS")
                           .format(role))
-        except psycopg.errors.DuplicateObject:
-            pass  # created by a concurrent run
+        except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+            pass  # created by a concurrent run (or a check of another database): the catalog's index says so
     admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
                           "CONNECTION LIMIT -1").format(role))
     reset_role(admin, SANDBOX_ROLE)  # settings it may have given itself in an earlier run

@@ -150,4 +150,13 @@ def read_journal(run_dir: Path | str) -> Iterator[dict[str, Any]]:
                 yield record
 
 
-__all__ = ["JournalStats", "journal_stats", "read_journal"]
+def __getattr__(name: str) -> Any:
+    """``read_run`` (evalbench.results.read), imported on first use: it needs pandas."""
+    if name in ("read_run", "Run"):
+        import importlib
+
+        return getattr(importlib.import_module("evalbench.results.read"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["JournalStats", "Run", "journal_stats", "read_journal", "read_run"]

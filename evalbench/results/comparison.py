@@ -24,6 +24,8 @@ from typing import Any, Iterable, Iterator
 
 from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
+from evalbench.results.journal_lines import trial_of
+from evalbench.results.links import conversation_anchor, report_href
 from evalbench.results.record import SCHEMA_VERSION
 from evalbench.results.rundir import JOURNAL, write_atomic
 from evalbench.results.stats import mcnemar_exact, paired_diff_ci
@@ -105,6 +107,16 @@ class Flip:
     phase: str
     a: Side
     b: Side
+    trial: int = 1  # repeated trials pair trial t with trial t (trial 1 is a run without trials)
+
+    @property
+    def name(self) -> str:
+        """The item id, and the trial when it is not the first: ``greenleaf_7 (trial 2)``."""
+        return _named(self.item_id, self.trial)
+
+
+def _named(item_id: str, trial: int) -> str:
+    return item_id if trial == 1 else f"{item_id} (trial {trial})"
 
 
 @dataclass
@@ -346,20 +358,21 @@ def _side(record: dict[str, Any], phase: dict[str, Any], metric: str, run_dir: P
 
 
 def _sides(records: Iterable[dict[str, Any]], metric: str, run: RunInfo, notes: list[str],
-           label: str) -> Iterator[tuple[str, str, Side | None]]:
-    """(item_id, phase, side) of every phase of every record, counting records and outcomes on ``run``."""
+           label: str) -> Iterator[tuple[str, int, str, Side | None]]:
+    """(item_id, trial, phase, side) of every phase of every record, counting records and outcomes on ``run``."""
     outcomes: Counter[str] = Counter()
     seen: set[str] = set()
     duplicates = 0
     for record in records:
+        trial = trial_of(record)  # repeated trials pair trial by trial
         item_id = str(record["item_id"])
         run.records += 1
         outcomes[str(record.get("outcome"))] += 1
-        if item_id in seen:
+        if _named(item_id, trial) in seen:
             duplicates += 1
-        seen.add(item_id)
+        seen.add(_named(item_id, trial))
         for phase in record.get("phases") or []:
-            yield item_id, str(phase.get("phase")), _side(record, phase, metric, run.path)
+            yield item_id, trial, str(phase.get("phase")), _side(record, phase, metric, run.path)
     run.outcomes = dict(outcomes)
     if duplicates:
         notes.append(f"run {label} journals {duplicates} item(s) more than once; the last record of each is compared")
@@ -391,23 +404,23 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
 
     info_a, info_b = _run_info(run_a, manifest_a), _run_info(run_b, manifest_b)
     a_sides: dict[tuple[str, str], Side | None] = {}
-    for item_id, phase, side in _sides(_records(run_a), metric, info_a, notes, "A"):
-        a_sides[(item_id, phase)] = side
+    for item_id, trial, phase, side in _sides(_records(run_a), metric, info_a, notes, "A"):
+        a_sides[(item_id, trial, phase)] = side
 
     # B is collected like A (one compact verdict per (item, phase)) so that the last record of an
     # item journaled twice wins on both sides; full records are never held.
-    b_sides: dict[tuple[str, str], Side | None] = {}
-    for item_id, phase, side in _sides(_records(run_b), metric, info_b, notes, "B"):
-        b_sides[(item_id, phase)] = side
+    b_sides: dict[tuple[str, int, str], Side | None] = {}
+    for item_id, trial, phase, side in _sides(_records(run_b), metric, info_b, notes, "B"):
+        b_sides[(item_id, trial, phase)] = side
 
     stats = {name: PhaseComparison(name) for name in PHASES}
     regressions: list[Flip] = []
     improvements: list[Flip] = []
     for key, b in b_sides.items():
-        item_id, phase = key
+        item_id, trial, phase = key
         tally = stats.setdefault(phase, PhaseComparison(phase))
         if key not in a_sides:
-            tally.only_in_b.append(item_id)
+            tally.only_in_b.append(_named(item_id, trial))
             continue
         a = a_sides.pop(key)
         usable_a = a is not None and a.applicable
@@ -416,21 +429,21 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
             tally.not_applicable += 1
             continue
         if usable_a != usable_b:
-            tally.applicability_differs.append(item_id)
+            tally.applicability_differs.append(_named(item_id, trial))
             continue
         assert a is not None and b is not None
         if a.passed and b.passed:
             tally.n11 += 1
         elif a.passed:
             tally.n10 += 1
-            regressions.append(Flip(item_id, phase, a, b))
+            regressions.append(Flip(item_id, phase, a, b, trial))
         elif b.passed:
             tally.n01 += 1
-            improvements.append(Flip(item_id, phase, a, b))
+            improvements.append(Flip(item_id, phase, a, b, trial))
         else:
             tally.n00 += 1
-    for (item_id, phase) in a_sides:
-        stats.setdefault(phase, PhaseComparison(phase)).only_in_a.append(item_id)
+    for (item_id, trial, phase) in a_sides:
+        stats.setdefault(phase, PhaseComparison(phase)).only_in_a.append(_named(item_id, trial))
 
     order = {name: i for i, name in enumerate(PHASES)}
     phases = sorted(stats.values(), key=lambda p: (order.get(p.phase, len(order)), p.phase))
@@ -443,7 +456,7 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
         tally.ci = paired_diff_ci(tally.n11, tally.n10, tally.n01, tally.n00, level=LEVEL, resamples=RESAMPLES, seed=BOOTSTRAP_SEED)
 
     def flip_key(flip: Flip) -> tuple[int, list[Any]]:
-        return order.get(flip.phase, len(order)), _natural_key(flip.item_id)
+        return order.get(flip.phase, len(order)), _natural_key(flip.name)
 
     regressions.sort(key=flip_key)
     improvements.sort(key=flip_key)
@@ -536,12 +549,12 @@ def render_text(c: Comparison) -> str:
             continue
         out.append(f"  {title}: {len(flips)}")
         shown = flips[:TEXT_FLIPS]
-        id_width = max(len(flip.item_id) for flip in shown)
+        id_width = max(len(flip.name) for flip in shown)
         change_width = max(len(f"{flip.a.label} -> {flip.b.label}") for flip in shown)
         for flip in shown:
             detail = " ".join(((flip.b.detail if flip.b.passed is False else flip.a.detail) or "").split())
             change = f"{flip.a.label} -> {flip.b.label}"
-            out.append(f"    {flip.phase:<9}  {flip.item_id:<{id_width}}  {change:<{change_width}}  {detail[:100]}")
+            out.append(f"    {flip.phase:<9}  {flip.name:<{id_width}}  {change:<{change_width}}  {detail[:100]}")
         if len(flips) > TEXT_FLIPS:
             out.append(f"    ... and {len(flips) - TEXT_FLIPS} more")
     out += [f"  {line}" for line in _unpaired_lines(c)]
@@ -579,7 +592,7 @@ def render_markdown(c: Comparison) -> str:
             continue
         out += ["", "| item | phase | A | B | A detail | B detail |", "|---|---|---|---|---|---|"]
         for flip in flips[:MARKDOWN_FLIPS]:
-            out.append(f"| {_md(flip.item_id)} | {flip.phase} | {_md(flip.a.label)} | {_md(flip.b.label)} | {_md(flip.a.detail)} "
+            out.append(f"| {_md(flip.name)} | {flip.phase} | {_md(flip.a.label)} | {_md(flip.b.label)} | {_md(flip.a.detail)} "
                        f"| {_md(flip.b.detail)} |")
         if len(flips) > MARKDOWN_FLIPS:
             out += ["", f"… and {len(flips) - MARKDOWN_FLIPS} more (all of them are in compare.html)."]
@@ -606,13 +619,28 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _side_cell(side: Side) -> str:
+def _side_cell(side: Side, href: str | None = None) -> str:
     css = "pass" if side.passed else "fail" if side.applicable else "muted"
-    return f'<td class="{css}">{_e(side.label)}</td>'
+    label = _e(side.label)
+    if href is not None:  # the conversation in that run's report.html
+        label = f'<a href="{_e(href)}" title="open the conversation (report.html)">{label}</a>'
+    return f'<td class="{css}">{label}</td>'
 
 
-def render_html(c: Comparison) -> str:
-    """One self-contained HTML page (inline CSS; no scripts, no external resources); every flip is listed."""
+def _conversation_href(run: RunInfo, flip: Flip, page_dir: Path) -> str | None:
+    """A relative link from compare.html to the flip's conversation in ``run``'s report.html
+    (None when the run has no report.html)."""
+    report = report_href(run.path, page_dir)
+    if report is None:
+        return None
+    return f"{report}#{conversation_anchor({'item_id': flip.item_id, 'trial': flip.trial})}"
+
+
+def render_html(c: Comparison, out_dir: Path | None = None) -> str:
+    """One self-contained HTML page (inline CSS; no scripts, no external resources); every flip is
+    listed, its A and B verdicts linking to the conversation in each run's report.html (relative
+    to ``out_dir``, where the page is written: by default run B's directory)."""
+    page_dir = Path(out_dir) if out_dir is not None else c.b.path
     level = round(100 * c.level)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              """<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">""",
@@ -641,7 +669,9 @@ def render_html(c: Comparison) -> str:
             continue
         parts.append("<table><tr><th>item</th><th>phase</th><th>A</th><th>B</th><th>A detail</th><th>B detail</th></tr>")
         for flip in flips:
-            parts.append(f"<tr><td>{_e(flip.item_id)}</td><td>{_e(flip.phase)}</td>{_side_cell(flip.a)}{_side_cell(flip.b)}"
+            parts.append(f"<tr><td>{_e(flip.name)}</td><td>{_e(flip.phase)}</td>"
+                         f"{_side_cell(flip.a, _conversation_href(c.a, flip, page_dir))}"
+                         f"{_side_cell(flip.b, _conversation_href(c.b, flip, page_dir))}"
                          f"<td>{_e(flip.a.detail)}</td><td>{_e(flip.b.detail)}</td></tr>")
         parts.append("</table>")
     unpaired = _unpaired_lines(c)
@@ -656,7 +686,7 @@ def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in (("compare.html", render_html(c)), ("compare.md", render_markdown(c))):
+    for name, text in (("compare.html", render_html(c, out_dir)), ("compare.md", render_markdown(c))):
         path = out_dir / name
         write_atomic(path, text)
         written.append(path)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, TypeVar
 
 from evalbench.results.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
+from evalbench.results.taxonomy import record_diagnosis
 
 T = TypeVar("T")
 
@@ -68,7 +69,8 @@ EVALBENCH_CONFIGS_COLUMNS = ["job_id", "run_time", "config", "value"]
 
 # Our extension columns, always after EvalBench's (extra trailing columns do not disturb readers
 # that select EvalBench's columns by name, nor BigQuery loads with ALLOW_FIELD_ADDITION).
-EXTRA_EVALS_COLUMNS = ["item_id", "phase", "outcome", "turns", "clarifications", "generated_row_count", "golden_row_count"]
+EXTRA_EVALS_COLUMNS = ["item_id", "phase", "outcome", "turns", "clarifications", "generated_row_count", "golden_row_count",
+                       "diagnosis", "diagnosis_message"]
 EXTRA_SCORES_COLUMNS = ["item_id", "phase", "value", "passed", "flags"]
 EXTRA_SUMMARY_COLUMNS = ["phase", "not_applicable_count"]
 
@@ -285,7 +287,18 @@ def eval_row(record: dict[str, Any], phase: dict[str, Any], job_id: str, run_tim
         "clarifications": phase.get("clarifications", 0),
         "generated_row_count": generated.get("row_count") if generated else None,
         "golden_row_count": golden.get("row_count") if golden else None,
+        # why the conversation failed, on the row of the phase it is about (taxonomy.py; empty: passed)
+        **_diagnosis_cells(record, name),
     }
+
+
+def _diagnosis_cells(record: dict[str, Any], phase: str) -> dict[str, Any]:
+    found = record_diagnosis(record)
+    if found is None or found.get("phase", MAIN_PHASE) != phase:
+        return {"diagnosis": None, "diagnosis_message": None}
+    flags = found.get("flags") or []
+    message = str(found.get("message") or "") + (f" [{', '.join(map(str, flags))}]" if flags else "")
+    return {"diagnosis": found.get("kind"), "diagnosis_message": message}
 
 
 def score_cells(score: dict[str, Any]) -> tuple[float | int | None, str | None, str | None]:

@@ -3,8 +3,9 @@
 :func:`find_record` streams the run's journal to the item's record; :func:`render_explanation`
 turns a record into text: every turn (the user's or the virtual user's message, the virtual
 user's action, the agent's reply kind, text, tool calls and SQL), each phase's generated and
-golden results side by side (row counts, columns, errors, preview rows as a small table), the
-scores with their details, the timings, and at the end ``Diagnosis: <kind> — <message>`` (see
+golden results side by side (row counts, columns, errors, preview rows as a small table), a
+diff of the first golden SQL against the final SQL (:mod:`evalbench.results.sqldiff`), the scores
+with their details, the timings, and at the end ``Diagnosis: <kind> — <message>`` (see
 :mod:`evalbench.results.taxonomy`) or ``Passed``. Everything comes from the record alone.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
 from evalbench.results.rundir import JOURNAL
+from evalbench.results.sqldiff import sql_diff
 from evalbench.results.taxonomy import diagnose
 
 CLOSE_IDS = 5  # close matches named when an item is not in the journal
@@ -80,6 +82,7 @@ def render_explanation(record: dict[str, Any], *, width: int = 100, primary: str
             out.extend(_turn_lines(turn, following, width))
         out.append("")
         out.extend(phase_lines(phase, width=width, sql=False))
+        out.extend(_diff_lines(phase, width))
     out.append("")
     out.extend(_wrap(_timings(record), width, ""))
     out.append("")
@@ -146,6 +149,18 @@ def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True
 
 
 # --------------------------------------------------------------------------- pieces
+
+
+def _diff_lines(phase: dict[str, Any], width: int) -> list[str]:
+    """The first golden SQL against the final SQL, wdiff style: ``[-golden only-]{+generated only+}``."""
+    golden = phase.get("golden_sql") or []
+    sql = phase.get("sql")
+    diff = sql_diff(golden[0] if golden and isinstance(golden[0], str) else None, sql if isinstance(sql, str) else None)
+    if diff is None:
+        return []
+    text = "".join(t if op == "=" else f"[-{t}-]" if op == "-" else f"{{+{t}+}}" for op, t in diff)
+    return ["  SQL diff (golden → final; [-golden only-] {+generated only+}):", *_block(text, width, "    ")]
+
 
 
 def _turn_lines(turn: dict[str, Any], following: dict[str, Any] | None, width: int) -> list[str]:

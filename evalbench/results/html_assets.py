@@ -164,6 +164,8 @@ dialog#detail::backdrop { background: rgba(15, 20, 30, .45); }
 pre { background: var(--code-bg); border: 1px solid var(--border); border-radius: 6px; padding: 8px 10px;
   margin: 6px 0 0; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 360px; overflow: auto; }
 pre.sql { border-left: 3px solid var(--accent); }
+pre.sql-diff del { background: var(--bad-soft); color: var(--bad); text-decoration: line-through; }
+pre.sql-diff ins { background: var(--ok-soft); color: var(--ok); text-decoration: none; font-weight: 600; }
 .err { color: var(--bad); white-space: pre-wrap; overflow-wrap: anywhere; }
 details.tool { margin-top: 6px; }
 details.tool summary { cursor: pointer; color: var(--muted); font-size: 12.5px; }
@@ -192,7 +194,7 @@ JS = r"""
 (function () {
   "use strict";
   var DATA = JSON.parse(document.getElementById("evalbench-data").textContent);
-  var ROWS = DATA.rows, DETAILS = DATA.details, META = DATA.meta;
+  var ROWS = DATA.rows, DETAILS = DATA.details, META = DATA.meta, DIFFS = DATA.diffs || [];
   var PAGE = 250;
 
   // ------------------------------------------------------------------ helpers
@@ -483,7 +485,7 @@ JS = r"""
     if (!turns.length) wrap.appendChild(el("div", { class: "empty", text: "no turns" }));
     return wrap;
   }
-  function phaseEl(p, pv) {
+  function phaseEl(p, pv, diff) {
     var verdict = pv ? verdictChip(p.phase, pv[1], pv[2]) : null;
     var panel = el("div", { class: "panel phase" },
       el("div", { class: "section-head" }, el("h3", { text: phaseName(p.phase) + " phase" }), outcomeBadge(p.outcome), verdict));
@@ -499,6 +501,12 @@ JS = r"""
       var goldenTitle = p.golden_sql.length > 1 ? "Golden SQL (" + p.golden_sql.length + ")" : "Golden SQL";
       panel.appendChild(el("details", { class: "tool" }, el("summary", { text: goldenTitle }),
         p.golden_sql.map(function (g) { return el("pre", { class: "sql golden-sql" }, el("code", { text: g })); })));
+    }
+    if (diff && diff.length) {
+      // golden -> generated, computed in Python (sqldiff.py); every segment is text, never markup
+      var segs = diff.map(function (s) { return el(s[0] === "-" ? "del" : s[0] === "+" ? "ins" : "span", { text: s[1] }); });
+      panel.appendChild(el("h4", { text: "SQL diff (golden \u2192 generated; struck out: golden only, bold: generated only)" }));
+      panel.appendChild(el("pre", { class: "sql sql-diff" }, el("code", {}, segs)));
     }
     (p.attempts || []).forEach(function (a, k) {
       panel.appendChild(el("details", { class: "tool" }, el("summary", { text: "earlier attempt " + (k + 1) }),
@@ -560,13 +568,13 @@ JS = r"""
         " Find it in conversations.jsonl, line " + r.line + "." }));
     } else {
       parts.push(el("div", { class: "panel" }, el("h3", { text: "Conversation" }), turnsEl(d)));
-      (d.phases || []).forEach(function (p, k) { parts.push(phaseEl(p, r.v[k])); });
+      (d.phases || []).forEach(function (p, k) { parts.push(phaseEl(p, r.v[k], (DIFFS[i] || [])[k])); });
       parts.push(timingsEl(d, r));
     }
     body.replaceChildren.apply(body, parts);
     if (!dialog.open) dialog.showModal();
     body.scrollTop = 0; dialog.scrollTop = 0;
-    try { history.replaceState(null, "", "#" + encodeURIComponent(r.id)); } catch (e) { /* file:// may refuse */ }
+    try { history.replaceState(null, "", "#" + anchorOf(r)); } catch (e) { /* file:// may refuse */ }
   }
   function step(delta) {
     var pos = visible.indexOf(current);
@@ -591,11 +599,17 @@ JS = r"""
     if (tr) tr.focus();
   });
 
-  apply();
-  if (location.hash.length > 1) {
-    var wanted = decodeURIComponent(location.hash.slice(1));
-    for (var i = 0; i < ROWS.length; i++) if (ROWS[i].id === wanted) { open(i); break; }
+  // #<item id>[&trial=<n>] opens a conversation (links from index.html and compare.html: results/links.py)
+  function anchorOf(r) { return encodeURIComponent(r.id) + (r.trial > 1 ? "&trial=" + r.trial : ""); }
+  function openAnchor(hash) {
+    for (var i = 0; i < ROWS.length; i++) if (anchorOf(ROWS[i]) === hash) { open(i); return; }
+    try {  // a hand-written hash: the item id, decoded
+      var wanted = decodeURIComponent(hash.split("&trial=")[0]);
+      for (var j = 0; j < ROWS.length; j++) if (ROWS[j].id === wanted) { open(j); return; }
+    } catch (e) { /* not percent-encoded text */ }
   }
+  apply();
+  if (location.hash.length > 1) openAnchor(location.hash.slice(1));
   document.documentElement.setAttribute("data-ready", "1");
 })();
 """

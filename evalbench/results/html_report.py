@@ -7,7 +7,10 @@ Content-Security-Policy allows only the page's own script (by hash) and no netwo
 
 Records are streamed from the journal. Every conversation gets a compact row in the table; the
 full record (turns, SQL, result previews, scores, timings) is embedded for the first
-``max_details`` conversations and while the embedded details stay under ``max_detail_bytes``.
+``max_details`` conversations and while the embedded details stay under ``max_detail_bytes``;
+with each embedded record goes its phases' golden/generated SQL diff (``diffs``, see
+:mod:`evalbench.results.sqldiff`). A conversation opens from the address ``#<item id>``
+(:mod:`evalbench.results.links`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from typing import Any, Callable, Iterable, Iterator, TextIO
 from evalbench.conversation import Outcome
 from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS, JS
+from evalbench.results.journal_lines import trial_of
 from evalbench.results.rundir import JOURNAL, write_atomic_with
+from evalbench.results.sqldiff import sql_diff
 from evalbench.results.reports import rebuild_summary
 from evalbench.results.summary import verdict_notes
 from evalbench.results.summary_md import incomplete_note
@@ -91,22 +96,26 @@ class ReportBuilder:
         self.diagnosed: Counter[str] = Counter()
         self.rows = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
         self.details = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
+        # per embedded conversation, each phase's golden/generated SQL diff (sqldiff.py), or null
+        self.diffs = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
 
     def add(self, record: dict[str, Any]) -> None:
         diagnosis = _diagnosis(record, self.diagnose)
         if diagnosis.get("dk"):
             self.diagnosed[diagnosis["dk"]] += 1
         row = _row(record, self.total + 1, diagnosis)  # its line in the journal
-        detail = "null"
+        detail = diffs = "null"
         if self.embedded < self.max_details and self.detail_bytes < self.max_detail_bytes:
             detail = _dumps(_detail(record))
-            self.detail_bytes += len(detail)
+            diffs = _dumps(_sql_diffs(record))
+            self.detail_bytes += len(detail) + len(diffs)
             self.embedded += 1
         else:
             row["text"] = _search_text(record)[:ROW_TEXT_CHARS]
         separator = "," if self.total else ""
         self.rows.write(separator + _dumps(row))
         self.details.write(separator + detail)
+        self.diffs.write(separator + diffs)
         self.total += 1
 
     def write(self, out: TextIO, run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], *,
@@ -138,6 +147,9 @@ class ReportBuilder:
         out.write('],"details":[')
         self.details.seek(0)
         shutil.copyfileobj(self.details, out)
+        out.write('],"diffs":[')
+        self.diffs.seek(0)
+        shutil.copyfileobj(self.diffs, out)
         out.write("]}")
         out.write(tail)
 
@@ -148,6 +160,7 @@ class ReportBuilder:
     def close(self) -> None:
         self.rows.close()
         self.details.close()
+        self.diffs.close()
 
 
 # --------------------------------------------------------------------------- data
@@ -220,7 +233,7 @@ def _row(record: dict[str, Any], line: int, diagnosis: dict[str, Any]) -> dict[s
         "fu": record.get("has_follow_up", False), "outcome": record.get("outcome"), "v": verdicts,
         "pass": "fail" if failed else "pass" if judged else "n/a", "turns": len(record.get("turns") or []),
         "reward": record.get("reward"), "elapsed": record.get("elapsed_s"), "line": line,
-    } | diagnosis
+    } | ({"trial": trial_of(record)} if trial_of(record) > 1 else {}) | diagnosis
 
 
 def _search_text(record: dict[str, Any]) -> str:
@@ -244,6 +257,18 @@ def _detail(record: dict[str, Any]) -> dict[str, Any]:
             turn = turn | {"reply": {k: v for k, v in reply.items() if k != "raw"}}
         turns.append(turn)
     return record | {"turns": turns}
+
+
+def _sql_diffs(record: dict[str, Any]) -> list[Any] | None:
+    """Per phase, its first golden SQL against the agent's final SQL as diff segments
+    (:func:`~evalbench.results.sqldiff.sql_diff`), or None; None when no phase has one."""
+    diffs = []
+    for phase in record.get("phases") or []:
+        golden = phase.get("golden_sql") or []
+        sql = phase.get("sql")
+        diffs.append(sql_diff(golden[0] if golden and isinstance(golden[0], str) else None,
+                              sql if isinstance(sql, str) else None))
+    return diffs if any(d is not None for d in diffs) else None
 
 
 def _finite(value: Any) -> Any:

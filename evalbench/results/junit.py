@@ -108,9 +108,17 @@ class JunitBuilder:
         self.cases.close()
 
 
+def _case_name(record: dict[str, Any]) -> str:
+    """The item id; a repeated trial (``trials: k``) adds `` (trial N)`` so test names stay unique."""
+    from evalbench.results.journal_lines import trial_of
+
+    trial = trial_of(record)
+    return str(record.get("item_id")) + (f" (trial {trial})" if trial > 1 else "")
+
+
 def _testcase(record: dict[str, Any], elapsed: float, primary: str | None, counts: dict[str, int]) -> ET.Element:
     case = ET.Element("testcase", classname=_xml(f"evalbench.{record.get('database')}"),
-                      name=_xml(str(record.get("item_id"))), time=f"{elapsed:.3f}")
+                      name=_xml(_case_name(record)), time=f"{elapsed:.3f}")
     outcome = str(record.get("outcome"))
     if outcome in SKIPPED_OUTCOMES:
         counts["skipped"] += 1

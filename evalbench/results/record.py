@@ -34,6 +34,7 @@ from typing import Any, Iterable
 
 from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
 from evalbench.db.sandbox import ExecutionResult
+from evalbench.results.taxonomy import diagnosis_field
 
 SCHEMA_VERSION = 1
 
@@ -433,6 +434,7 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
         "ambiguity_types": ambiguity_types(item),
         "has_follow_up": item.follow_up is not None,
         "source": item.source,
+        "trial": conv.trial,
         "seed": conv.seed,
         "outcome": conv.outcome.value if conv.outcome else None,
         "error": _clip(conv.error, caps.text),
@@ -463,6 +465,8 @@ def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, ex
             record = _build(conv, run_id, preview_rows, step_caps, hashes) | extra
             if step:
                 record["record_truncated"] = True
+            # why it failed, from the record as written (so it equals diagnose() of the journal line)
+            record["diagnosis"] = diagnosis_field(record)
             line = dumps(record)
             if len(line.encode("utf-8")) <= caps.record or step == len(steps) - 1:
                 return record, line

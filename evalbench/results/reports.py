@@ -112,7 +112,9 @@ def rebuild_summary(run_dir: Path) -> dict[str, Any]:
     metric_scorers = set(manifest.get("metric_scorers") or ())
     if "metric_scorers" not in manifest:  # older manifests: a metric has applicable scores without a verdict
         metric_scorers = _infer_metrics(run_dir)
-    builder = SummaryBuilder.from_records(read_journal(run_dir), metric_scorers)
+    trials = (manifest.get("dataset") or {}).get("trials")
+    builder = SummaryBuilder.from_records(read_journal(run_dir), metric_scorers,
+                                          trials if isinstance(trials, int) and trials > 1 else 1)
     extra = dict(manifest.get("summary_extra") or {})
     summary = builder.result(run_id=manifest.get("run_id", run_dir.name), **extra)
     summary.update(completeness(summary, manifest, journal=journal_stats(run_dir)))
@@ -123,11 +125,15 @@ def completeness(summary: dict[str, Any], manifest: dict[str, Any], *, finished:
                  journal: JournalStats | None = None) -> dict[str, Any]:
     """``complete`` and ``completeness`` for a summary: a run is incomplete when its journal holds
     fewer conversations than the dataset has items (``manifest.json → dataset.items``, which
-    counts neither malformed records nor items filtered out by ``query_types``), when some were
+    counts neither malformed records nor items filtered out by ``query_types`` or left out by a
+    ``subset``; times ``dataset.trials``), when some were
     cancelled, or when it did not finish (no ``finished_at`` in the manifest, for the run or its
     last session). ``finished`` overrides the manifest (the run itself knows it is ending)."""
     dataset = manifest.get("dataset") or summary.get("dataset") or {}
     expected = dataset.get("items") if isinstance(dataset.get("items"), int) else None
+    trials = dataset.get("trials")
+    if expected is not None and isinstance(trials, int) and trials > 1:
+        expected *= trials  # each item's conversation is repeated
     cancelled = (summary.get("outcomes") or {}).get("cancelled", 0)
     conversations = summary.get("total_items", 0) - cancelled
     if finished is None:
@@ -144,8 +150,9 @@ def completeness(summary: dict[str, Any], manifest: dict[str, Any], *, finished:
     if manifest and expected is None:
         reasons.append("manifest.json does not give the number of dataset items")
     missing = max(expected - conversations, 0) if expected is not None else None
+    unit = "conversation(s) (items x trials)" if isinstance(trials, int) and trials > 1 else "item(s)"
     if missing:
-        reasons.append(f"{missing} of {expected} item(s) have no conversation in the journal")
+        reasons.append(f"{missing} of {expected} {unit} have no conversation in the journal")
     if cancelled:
         reasons.append(f"{cancelled} conversation(s) were cancelled")
     if journal is not None and journal.truncated:

@@ -27,10 +27,12 @@ from evalbench.errors import EvalbenchError
 from evalbench.results.csvsafe import safe_row
 from evalbench.results.record import CAPS, Caps, bounded_record, clean_text, clean_value
 from evalbench.results.summary import SummaryBuilder
+from evalbench.results.taxonomy import record_diagnosis
 
 JOURNAL = "conversations.jsonl"
 SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's (evalbench_csv.py)
-SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags"]
+SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags",
+                  "diagnosis"]
 
 
 class OutputError(EvalbenchError):
@@ -54,12 +56,15 @@ class OutputError(EvalbenchError):
 
 def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
     """The scores_native.csv rows of one record: one per (phase, scorer); text cells that a
-    spreadsheet would run as a formula are neutralised (:func:`~evalbench.results.evalbench_csv.safe_cell`)."""
+    spreadsheet would run as a formula are neutralised (:func:`~evalbench.results.evalbench_csv.safe_cell`).
+    ``diagnosis``: the failure kind of the conversation, on the rows of the phase it is about."""
+    found = record_diagnosis(record) or {}
     for phase in record["phases"]:
+        kind = found.get("kind") if found.get("phase", "main") == phase["phase"] else None
         for name, score in phase["scores"].items():
             writer.writerow(safe_row([run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
                                       score["value"], score["passed"], score["applicable"], score["detail"],
-                                      ";".join(score["flags"])]))
+                                      ";".join(score["flags"]), kind]))
 
 
 def write_atomic_with(path: Path, write: Callable[[TextIO], None]) -> Path:
@@ -90,7 +95,8 @@ def _json_default(value: Any) -> Any:
 
 class RunWriter:
     def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str],
-                 simulator: dict[str, Any] | None = None, resume: bool = False,
+                 simulator: dict[str, Any] | None = None, resume: bool = False, run_again: frozenset[str] | None = None,
+                 trials: int = 1,
                  on_record: Callable[[dict[str, Any]], None] | None = None, caps: Caps = CAPS) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
@@ -100,7 +106,7 @@ class RunWriter:
         # from different simulators are never compared unknowingly.
         self.simulator = simulator or {}
         self._lock = threading.Lock()
-        self.summary = SummaryBuilder(metric_scorers)
+        self.summary = SummaryBuilder(metric_scorers, trials)
         self.on_record = on_record  # the reports built as records arrive (called under the lock)
         self.failure: OutputError | None = None  # the first write that failed: nothing is written after it
         self._journal_path = run_dir / JOURNAL
@@ -114,10 +120,10 @@ class RunWriter:
         self._scores_write(lambda: self._scores.writerow(SCORES_COLUMNS))
         self.resumed = None
         if resume:  # the finished conversations count as if this process had run them
-            from evalbench.resume import repair_journal
+            from evalbench.resume import RUN_AGAIN, repair_journal
 
             try:
-                self.resumed = repair_journal(run_dir, self._replay)
+                self.resumed = repair_journal(run_dir, self._replay, run_again or RUN_AGAIN)
             except OSError as exc:
                 raise OutputError(self._journal_path, exc) from None
         # unbuffered: each record is written by os.write as one whole line (or cut off again, see _append)

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from evalbench.conversation import Outcome
+from evalbench.results.journal_lines import phase_passed
 from evalbench.results.stats import rate_ci
 from evalbench.results.taxonomy import diagnose
+from evalbench.results.trials import TrialTally
 
 # Outcomes that say the harness or its infrastructure failed, not the agent (gated by
 # ``--max-infra-errors``).
@@ -69,24 +71,15 @@ class _Tally:
         return out
 
 
-def phase_passed(phase: dict[str, Any]) -> bool | None:
-    """A journaled phase's verdict; None when no pass/fail scorer applies to it (records written
-    before ``passed`` was recorded: the first applicable pass/fail score)."""
-    if "passed" in phase:
-        return None if phase["passed"] is None else bool(phase["passed"])
-    for score in phase["scores"].values():
-        if score["passed"] is not None:
-            return bool(score["passed"])
-    return None
-
-
 class SummaryBuilder:
     """Accumulates records one by one; memory does not grow with the number of items."""
 
     SLICES = ("database", "dialect", "category", "difficulty", "ambiguity", "outcome")
 
-    def __init__(self, metric_scorers: set[str] | None = None) -> None:
+    def __init__(self, metric_scorers: set[str] | None = None, trials: int = 1) -> None:
         self.metric_scorers = metric_scorers or set()
+        # repeated trials: per-item counts for pass@k / pass^k (kept only when there are trials)
+        self.trials = TrialTally(trials) if trials > 1 else None
         self.total = 0
         self.outcomes: Counter[str] = Counter()
         self.scores: dict[tuple[str, str], _Tally] = defaultdict(_Tally)  # (scorer, phase)
@@ -112,8 +105,9 @@ class SummaryBuilder:
         self.vuser_replies = 0
 
     @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]], metric_scorers: set[str] | None = None) -> "SummaryBuilder":
-        builder = cls(metric_scorers)
+    def from_records(cls, records: Iterable[dict[str, Any]], metric_scorers: set[str] | None = None,
+                     trials: int = 1) -> "SummaryBuilder":
+        builder = cls(metric_scorers, trials)
         for record in records:
             builder.add(record)
         return builder
@@ -121,6 +115,8 @@ class SummaryBuilder:
     def add(self, record: dict[str, Any]) -> None:
         self.total += 1
         self.outcomes[record["outcome"]] += 1
+        if self.trials is not None:
+            self.trials.add(record)
         if record["outcome"] == INVALID:
             self._invalid(record, record["phases"][0] if record["phases"] else {})
             return
@@ -240,6 +236,7 @@ class SummaryBuilder:
                 "conversation_seconds": round(self.conversation_s, 3),
                 "tokens": dict(self.tokens),
             },
+            **({"trials": self.trials.result()} if self.trials is not None else {}),
             **extra,
         }
 

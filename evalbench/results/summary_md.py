@@ -62,6 +62,10 @@ def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult]
     for note in verdict_notes(summary, listed=20):
         head, _, rest = note.partition(": ")
         lines += ["", f"**{_cell(head.capitalize())}:** {_cell(rest)}"]
+    from evalbench.results.trials import trials_lines
+
+    for line in trials_lines(summary):
+        lines += ["", f"**Trials:** {_cell(line.partition(': ')[2])}"]
     taxonomy = summary.get("taxonomy") or {}
     if taxonomy:
         lines += ["", "**Failures by kind:** " + ", ".join(f"{k} {v}" for k, v in taxonomy.items())]

@@ -52,6 +52,10 @@ failure (or the harness's, or the dataset's); a virtual-user reply that leaked t
 5. A conversation whose outcome is not ``scored`` though no phase failed (a stage failed while
    scoring): the outcome's kind, with the conversation's error.
 
+The journal record carries its diagnosis as its ``diagnosis`` field (:func:`diagnosis_field`,
+computed when the record is written, from the record itself); evals.csv and scores_native.csv
+carry its kind. :func:`record_diagnosis` reads the field, or computes it for older records.
+
 Empty results are checked before columns on purpose: an empty result may carry no column names
 (so ``exec_match`` reports a column count of 0), and "returned nothing" is the useful evidence.
 """
@@ -185,6 +189,25 @@ def diagnose(record: dict[str, Any], primary: str | None = None) -> Diagnosis | 
     kind = OUTCOME_KINDS.get(str(outcome), FailureKind.OTHER)
     last = phases[-1] if phases else None
     return _make(kind, _phase_name(last), record.get("error") or f"conversation ended with outcome {outcome}")
+
+
+def diagnosis_field(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The journal record's ``diagnosis`` field: :meth:`Diagnosis.as_dict` of :func:`diagnose`
+    (each phase's own primary verdict), or None when the conversation passed."""
+    found = diagnose(record)
+    return None if found is None else found.as_dict()
+
+
+def record_diagnosis(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A record's diagnosis as its ``diagnosis`` field holds it; computed from the record when the
+    field is absent (records journaled before the field existed)."""
+    stored = record.get("diagnosis", _ABSENT)
+    if stored is None or (isinstance(stored, dict) and isinstance(stored.get("kind"), str)):
+        return stored
+    return diagnosis_field(record)
+
+
+_ABSENT = object()
 
 
 def taxonomy_counts(records: Iterable[dict[str, Any]], primary: str | None = None) -> dict[str, int]:
@@ -403,4 +426,5 @@ def _make(kind: FailureKind, phase: str, message: Any, flags: tuple[str, ...] = 
     return Diagnosis(kind, phase, _clip(" ".join(str(message).split()), MAX_MESSAGE), flags)
 
 
-__all__ = ["Diagnosis", "FailureKind", "OUTCOME_KINDS", "diagnose", "passed", "phase_failed", "primary_verdict", "taxonomy_counts"]
+__all__ = ["Diagnosis", "FailureKind", "OUTCOME_KINDS", "diagnose", "diagnosis_field", "passed", "phase_failed", "primary_verdict", "record_diagnosis",
+           "taxonomy_counts"]

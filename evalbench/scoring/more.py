@@ -1,5 +1,5 @@
-"""More scorers, under EvalBench's config keys: ``set_match``, ``exact_match``, ``returned_sql``,
-``recall_match``, ``regexp_matcher``, ``clarification``, ``latency``, ``tokens`` and
+"""More scorers, under EvalBench's config keys: ``set_match``, ``exact_match``, ``sql_exact_match``,
+``returned_sql``, ``recall_match``, ``regexp_matcher``, ``clarification``, ``latency``, ``tokens`` and
 ``bird_interact_reward``.
 
 Every scorer's docstring states its exact rule (summarised in docs/scoring.md). None of them
@@ -116,6 +116,54 @@ class SetMatch:
 # --------------------------------------------------------------------------- exact_match
 
 
+@SCORERS.register("exact_match")
+class ExactMatch:
+    """EvalBench's ``exact_match`` (``scorers/exactmatcher.py``, ``ExactMatcher.compare``: the
+    golden and generated execution results are equal, ``golden_execution_result ==
+    generated_execution_result``). EvalBench's results are lists of rows as column-name → value
+    mappings, so here: the same number of rows, **in the same order**, and row by row the same
+    mapping of column name to value (column order ignored, names matter; values as the driver
+    returned them, compared exactly — no rounding, no tolerance). Any golden result may match.
+    Differences from EvalBench: an errored or truncated result (either side) never matches
+    (EvalBench compares two failed executions as equal), and two empty results match, flagged
+    ``both_empty``. Not applicable to management tasks."""
+
+    name = "exact_match"
+    is_metric = False
+
+    def __init__(self, options: dict[str, Any] | None) -> None:
+        _no_options(self.name, options)
+
+    def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
+        verdict = _comparable(phase)
+        if verdict is not None:
+            return verdict
+        generated = compared_result(phase)
+        assert generated is not None
+        mine = _as_mappings(generated)
+        reasons = []
+        for golden in phase.golden:
+            problem = _unusable(golden, "golden")
+            if problem:
+                reasons.append(problem)
+                continue
+            if _as_mappings(golden) == mine:
+                if not mine:
+                    return Score(1.0, True, detail="both results are empty", flags=("both_empty",))
+                return Score(1.0, True, detail=f"the same {len(mine)} rows in the same order")
+            reasons.append(f"results differ ({len(generated.rows)} generated rows, {len(golden.rows)} golden rows; "
+                           "compared in order, by column name, exactly)")
+        return Score(0.0, False, detail=reasons[0] if reasons else "no golden result")
+
+
+def _as_mappings(result: ExecutionResult) -> list[dict[str, Any]]:
+    # a later column of the same name wins, as in a Python dict built from the row
+    return [dict(zip(result.columns, row)) for row in result.rows]
+
+
+# --------------------------------------------------------------------------- sql_exact_match
+
+
 def strip_aliases(tree: exp.Expression) -> exp.Expression:
     """A copy of ``tree`` without aliases: ``x AS a`` -> ``x``; ``FROM t AS a`` -> ``FROM t``
     (tables and subqueries); ``a.col`` -> ``col``."""
@@ -142,7 +190,7 @@ def _plain(sql: str) -> str:
 
 @lru_cache(maxsize=2048)
 def normalise_sql(sql: str, ignore_aliases: bool = False) -> str:
-    """The text ``exact_match`` compares: sqlglot's normalized PostgreSQL rendering, lower
+    """The text ``sql_exact_match`` compares: sqlglot's normalized PostgreSQL rendering, lower
     case, whitespace collapsed, no trailing semicolon. With ``ignore_aliases``, aliases and
     column qualifiers are removed first. Unparsable SQL: only case/whitespace/semicolon."""
     try:
@@ -157,8 +205,8 @@ def normalise_sql(sql: str, ignore_aliases: bool = False) -> str:
     return _plain(text)
 
 
-@SCORERS.register("exact_match")
-class ExactMatch:
+@SCORERS.register("sql_exact_match")
+class SqlExactMatch:
     """The generated SQL equals a golden SQL after normalisation (see :func:`normalise_sql`):
     parsed with sqlglot (``read="postgres"``) and rendered with ``.sql(dialect="postgres",
     normalize=True, pretty=False)``, then lower-cased, whitespace collapsed and trailing
@@ -167,7 +215,7 @@ class ExactMatch:
     on select expressions, tables and subqueries) and every column qualifier (``t.col`` ->
     ``col``) — simple and lossy: ``a.id`` and ``b.id`` become the same text. No SQL: failed."""
 
-    name = "exact_match"
+    name = "sql_exact_match"
     is_metric = False
 
     def __init__(self, options: dict[str, Any] | None) -> None:

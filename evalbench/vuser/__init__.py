@@ -30,7 +30,7 @@ VUSERS: Registry[VUserFactory] = Registry("virtual user")
 
 
 # The module that registers each virtual user, imported only when it is used.
-_MODULES = {"rules": "evalbench.vuser.rules", "llm": "evalbench.vuser.llm"}
+_MODULES = {"rules": "evalbench.vuser.rules", "llm": "evalbench.vuser.llm", "replay": "evalbench.vuser.replay"}
 
 
 def build_vuser(config: Any, run_seed: int, knowledge: "Knowledge | None" = None) -> VirtualUser:

@@ -7,7 +7,10 @@ and the agent's question, and answers with exactly one action::
     unlabeled("<sql segment>")
     unanswerable()
 
-The completion is parsed strictly (:func:`parse_action`): the whole completion is one action
+EvalBench's grammar is read too (:func:`evalbench_unwrap`): the action inside ``<s>...</s>``
+(text before ``<s>`` dropped, a lone ``</s>`` closing it), a ``<think>`` block dropped, the
+action in bold (``**labeled("t")**``), several ``labeled(...)`` merged into one. What remains is
+parsed strictly (:func:`parse_action`): the whole completion is one action
 (only surrounding whitespace, backticks or one code fence are tolerated); arguments are
 double-quoted strings in which ``\\"`` is a quote and ``\\\\`` a backslash (any other backslash
 stays as written). The action is then validated (:func:`validate_action`): each term must be a
@@ -19,7 +22,9 @@ the reason (the conversation grows by the bad completion and a correction reques
 ``invalid_action_retries`` times; then the reply is an error (``invalid action: ...``), which the
 pipeline records as outcome ``vuser_error``.
 
-**Decode.** For ``unanswerable()`` no model call: the fixed refusal of the rules virtual user
+``base_prompt`` (EvalBench's model-config key) is put before every encode and decode prompt.
+
+**Decode.** The reply is taken out of EvalBench's ``<s>...</s>`` tags. For ``unanswerable()`` no model call: the fixed refusal of the rules virtual user
 (:data:`evalbench.vuser.rules.REFUSAL`). Otherwise the model reads the action, the agent's
 question and the clear query (for a ``labeled`` term with a knowledge entry, also that entry)
 and writes the user's reply. The reply is audited (:func:`evalbench.vuser.audit.audit_reply`);
@@ -111,8 +116,40 @@ _NAME = re.compile(r"(labeled|unlabeled|unanswerable)\s*\(", re.IGNORECASE)
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_BOLD = re.compile(r"\*\*\s*((?:labeled|unlabeled|unanswerable)\s*\(.*?\))\s*\*\*", re.DOTALL | re.IGNORECASE)
+
+
+def evalbench_unwrap(text: str) -> str:
+    """EvalBench's reply grammar (BIRD-Interact's): the answer inside ``<s>...</s>`` — text before
+    ``<s>`` (reasoning) and from ``</s>`` on is dropped, and ``</s>`` alone closes an answer whose
+    ``<s>`` ended the prompt (``util/interactutil.py::extract_user_response``); a ``<think>``
+    block is dropped; ``**labeled("...")**`` (bold, as EvalBench's data-agent encode prompt
+    writes its examples) is the action inside."""
+    body = _THINK.sub("", text or "")
+    end = body.find("</s>")
+    if end != -1:
+        body = body[:end]
+    start = body.find("<s>")
+    if start != -1:
+        body = body[start + len("<s>"):]
+    return _BOLD.sub(lambda m: m.group(1), body).strip()
+
+
+def _merge_labeled(body: str) -> str:
+    """Several ``labeled(...)`` actions, as EvalBench's data-agent prompt asks for ("return as
+    many as detected ambiguities"), as one ``labeled(...)`` of all their terms."""
+    actions = _LABELED_ONLY.findall(body)
+    if len(actions) > 1 and _LABELED_ONLY.sub("", body).strip(" ,;\n\t") == "":
+        return "labeled(" + ", ".join(a.strip() for a in actions) + ")"
+    return body
+
+
+_LABELED_ONLY = re.compile(r"labeled\s*\((\s*\"(?:[^\"\\]|\\.)*\"(?:\s*,\s*\"(?:[^\"\\]|\\.)*\")*\s*)\)", re.IGNORECASE)
+
+
 def _unwrap(text: str) -> str:
-    body = text.strip()
+    body = _merge_labeled(evalbench_unwrap(text))
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1).strip()
@@ -368,14 +405,14 @@ class LlmVirtualUser:
             text = REFUSAL
             return VUserReply(action=action, text=text, audit=audit_reply(text, conversation, action) | audit)
         prompt = render(self.decode_template, decode_values(conversation, question, action, self.knowledge))
-        contents = [_user(prompt)]
-        text = self._step("decode", contents, calls)
+        contents = [_user(self.config.base_prompt + prompt)]
+        text = evalbench_unwrap(self._step("decode", contents, calls)) or REFUSAL
         found = audit_reply(text, conversation, action)
         if found["leaks"] and self.config.block_leaks:
             first = found["leaks"]
             contents += [_model(text), _user(_leak_feedback(first))]
             try:
-                text = self._step("decode", contents, calls)
+                text = evalbench_unwrap(self._step("decode", contents, calls)) or text
             except _StepFailed as failure:  # keep the first reply, its leaks recorded
                 return VUserReply(action=action, text=text, audit=found | {"regeneration_error": str(failure)} | audit)
             found = audit_reply(text, conversation, action) | {"regenerated": True, "first_leaks": first}
@@ -383,7 +420,8 @@ class LlmVirtualUser:
 
     def _encode(self, conversation: Conversation, question: str, audit: dict[str, Any]) -> VUserAction:
         calls: list[dict[str, Any]] = audit["calls"]
-        contents = [_user(render(self.encode_template, encode_values(conversation, question)))]
+        # base_prompt: EvalBench's Gemini generator puts it before every prompt (generators/models/gemini.py)
+        contents = [_user(self.config.base_prompt + render(self.encode_template, encode_values(conversation, question)))]
         attempts = self.config.invalid_action_retries + 1
         for attempt in range(attempts):
             raw = self._step("encode", contents, calls)
@@ -432,6 +470,12 @@ class LlmVirtualUser:
         response = generate(self.client, self.config.model, contents, self.generation,
                             endpoint=self.endpoint, timeout_s=self.config.timeout_s)
         return response_text(response)
+
+    def probe(self, timeout_s: float) -> str:
+        """Preflight: credentials present, and a ``base_url`` (if any) accepts connections."""
+        from evalbench.probes import genai_probe
+
+        return genai_probe(self.config, self.project, self.endpoint, "vuser_model_config", timeout_s)
 
 
 def _action_feedback(reason: str) -> str:

@@ -1,0 +1,257 @@
+"""The replay agent: answers each conversation with the replies a run's journal recorded, so the
+run can be scored again (``evalbench rescore``) without calling the agent.
+
+The recorded turns of a conversation are arranged by (phase, attempt): an attempt is what the
+agent said until its answer (SQL, words or an error); a debugging attempt (``debug_attempts``)
+starts a new one. Each ``send`` gives the next recorded reply of the phase and attempt the
+conversation is in *now* — so a run scored otherwise takes its own path: a main phase that now
+fails is not followed by the recorded follow-up, and a turn the source never had (a follow-up
+or a debugging attempt the source did not reach, an item it did not run) is an ``agent_error``
+that says so, never a guess.
+
+A conversation that ended in an error (agent_error, timeout, vuser_error, db_error, cancelled)
+keeps that outcome: at the point where the source ended, the replay answers with the recorded
+error, and when the session closes the recorded outcome (and error) is put back on that phase
+and on the conversation — unless the conversation ended before that point, on a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalbench.agents import AGENTS, AgentContext
+from evalbench.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
+from evalbench.errors import ConfigError
+from evalbench.results.journal_lines import conversation_key, is_record
+
+JOURNAL = "conversations.jsonl"
+ERROR_OUTCOMES = frozenset({"agent_error", "timeout", "vuser_error", "db_error", "cancelled"})
+_TERMINAL = frozenset({"sql", "answer", "error"})  # reply kinds that end an attempt
+_CLIPPED = re.compile(r"\.\.\.\[\d+ more bytes\]$")  # the journal's cut-text marker (results/record.py)
+
+
+# --------------------------------------------------------------------------- the recorded run
+
+
+class Recording:
+    """A run directory's manifest and an index of its journal (conversation key -> byte offset of
+    its last complete record, as :func:`evalbench.results.read_journal` counts it); records are
+    read when a conversation opens, so memory stays flat whatever the run's size."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.journal = run_dir / JOURNAL
+        self.manifest = read_run_manifest(run_dir)
+        if not self.journal.is_file():
+            raise ConfigError(f"{run_dir} has no {JOURNAL}: there is nothing to replay", key="run_dir")
+        self.offsets: dict[tuple[Any, ...], int] = {}
+        offset = 0
+        with self.journal.open("rb") as handle:
+            for raw in handle:
+                here, offset = offset, offset + len(raw)
+                if not raw.endswith(b"\n"):
+                    continue  # a last line cut short by a crash
+                try:
+                    record = json.loads(raw)
+                except (ValueError, RecursionError):
+                    continue
+                if is_record(record):
+                    self.offsets[conversation_key(record)] = here
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.run_dir.name)
+
+    def record(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
+        offset = self.offsets.get(key)
+        if offset is None:
+            return None
+        with self.journal.open("rb") as handle:
+            handle.seek(offset)
+            return json.loads(handle.readline())
+
+
+
+def recorded_part(manifest: dict[str, Any], part: str) -> dict[str, Any]:
+    """The manifest's description of the agent (``part="agent"``) or virtual user (``"vuser"``)
+    that produced a run's replies: through replays of replays, the first one."""
+    described = manifest.get(part)
+    if not isinstance(described, dict):
+        return {}
+    recorded = described.get("recorded")
+    return recorded if isinstance(recorded, dict) else described
+
+
+def read_run_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json", key="run_dir") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the run's manifest: {exc}", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("expected a JSON object (a run manifest)", file=str(path))
+    return data
+
+
+# --------------------------------------------------------------------------- one conversation's script
+
+
+@dataclass
+class Script:
+    """One recorded conversation arranged for replay."""
+
+    turns: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)  # (phase, attempt) -> turns
+    outcome: str | None = None  # the source conversation's outcome
+    stop: tuple[str, int] | None = None  # where it ended in an error (phase, attempt)
+    stop_outcome: str | None = None
+    stop_error: str | None = None
+
+
+def script_of(record: dict[str, Any]) -> Script:
+    script = Script(outcome=record.get("outcome"))
+    attempts: dict[str, int] = {}
+    for turn in record.get("turns") or []:
+        if not isinstance(turn, dict):
+            continue
+        phase = str(turn.get("phase") or "main")
+        attempt = attempts.get(phase, 0)
+        script.turns.setdefault((phase, attempt), []).append(turn)
+        if (turn.get("reply") or {}).get("kind") in _TERMINAL:
+            attempts[phase] = attempt + 1
+    if script.outcome in ERROR_OUTCOMES:
+        phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
+        # the phase that ended in the error; a cancelled conversation may carry it on no phase: its last
+        failed = next((p for p in phases if p.get("outcome") in ERROR_OUTCOMES), phases[-1] if phases else {})
+        script.stop = (str(failed.get("phase") or "main"), int(failed.get("debug_used") or 0))
+        script.stop_outcome = failed.get("outcome") if failed.get("outcome") in ERROR_OUTCOMES else script.outcome
+        script.stop_error = failed.get("error") or record.get("error") or script.stop_outcome
+    return script
+
+
+def _replays_itself(turn: dict[str, Any] | None) -> bool:
+    """The recorded turn ends the conversation the way the source's did when replayed as it is:
+    an error reply, or a question whose recorded answer is the virtual user's error."""
+    reply = (turn or {}).get("reply") or {}
+    if reply.get("kind") == "error":
+        return True
+    return reply.get("kind") == "clarification" and bool(((turn or {}).get("vuser") or {}).get("error"))
+
+
+def reply_of(recorded: dict[str, Any]) -> AgentReply:
+    """The journal's reply record as an :class:`AgentReply` (latency and tokens as recorded)."""
+    try:
+        kind = ReplyKind(recorded.get("kind"))
+    except ValueError:
+        return _error(f"replay: the recorded reply has an unknown kind {recorded.get('kind')!r}")
+    sql = recorded.get("sql")
+    if kind is ReplyKind.SQL and isinstance(sql, str) and _CLIPPED.search(sql):
+        return _error("replay: the journal holds only the beginning of this SQL (it was longer than the "
+                      "journal keeps), so it cannot be run again")
+    usage = recorded.get("usage") if isinstance(recorded.get("usage"), dict) else {}
+    calls = [ToolCall(name=str(c.get("name") or ""), args=c["args"] if isinstance(c.get("args"), dict) else {"value": c.get("args")},
+                      response=c.get("response"), id=c.get("id"))
+             for c in recorded.get("tool_calls") or [] if isinstance(c, dict)]
+    return AgentReply(kind, text=recorded.get("text") or "", sql=sql if isinstance(sql, str) else None, tool_calls=calls,
+                      usage=TokenUsage(*(int(usage.get(k) or 0) for k in ("prompt", "completion", "total"))),
+                      latency_s=float(recorded.get("latency_s") or 0.0), error=recorded.get("error"),
+                      error_kind=recorded.get("error_kind"), raw=recorded.get("raw"))
+
+
+def _error(message: str, kind: str = "replay") -> AgentReply:
+    return AgentReply(ReplyKind.ERROR, error=message, error_kind=kind)
+
+
+# --------------------------------------------------------------------------- the agent
+
+
+class ReplaySession:
+    def __init__(self, agent: "ReplayAgent", conversation: Conversation) -> None:
+        self.agent = agent
+        self.conv = conversation
+        self.key = conversation_key({"dialect": conversation.item.dialect, "item_id": conversation.item.id,
+                                     "trial": conversation.trial})
+        record = agent.recording.record(self.key)
+        self.script = script_of(record) if record is not None else None
+        self.position: dict[tuple[str, int], int] = {}
+        self.served: dict[str, Any] | None = None  # the recorded turn of the last reply (the replay vuser reads it)
+        self.reached_stop = False
+
+    def send(self, text: str) -> AgentReply:
+        self.served = None
+        if self.script is None:
+            trial = f" (trial {self.conv.trial})" if self.conv.trial != 1 else ""
+            return _error(f"replay: run {self.agent.recording.run_id} has no conversation for item {self.conv.item.id}{trial}")
+        phase = self.conv.phase
+        where = (phase.phase.value, phase.debug_used)
+        turns = self.script.turns.get(where, [])
+        index = self.position.get(where, 0)
+        self.position[where] = index + 1
+        turn = turns[index] if index < len(turns) else None
+        if self.script.stop == where and index >= len(turns) - 1:
+            self.reached_stop = True
+            if not _replays_itself(turn):  # the error came after the reply (its SQL's execution, a cancellation...)
+                outcome = self.script.stop_outcome
+                return _error(str(self.script.stop_error), "timeout" if outcome == "timeout" else "replay")
+        if turn is None or not isinstance(turn.get("reply"), dict):
+            return _error(self._missing(where, index))
+        self.served = turn
+        return reply_of(turn["reply"])
+
+    def _missing(self, where: tuple[str, int], index: int) -> str:
+        phase, attempt = where
+        source = f"run {self.agent.recording.run_id}"
+        if phase != "main" and not any(k[0] == phase for k in self.script.turns):  # type: ignore[union-attr]
+            return f"replay: {source} never asked this {phase} question (there its main phase did not pass)"
+        if attempt and index == 0:
+            return f"replay: {source} made no debugging attempt {attempt} in the {phase} phase (its answer was judged otherwise there)"
+        return (f"replay: {source} has no reply for turn {index + 1} of the {phase} phase"
+                f" (its conversation ended there: {self.script.outcome})")  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Put the recorded error outcome back when the conversation ended where the source's did."""
+        conv, script = self.conv, self.script
+        if script is None or not self.reached_stop or script.stop_outcome is None:
+            return
+        if conv.outcome is None or conv.outcome is Outcome.CANCELLED:
+            return  # still running, or this run was cancelled: that is the truth of this run
+        phase = next((p for p in conv.phases if p.phase.value == script.stop[0]), None)  # type: ignore[index]
+        if phase is None or phase.outcome in (None, Outcome.SCORED, Outcome.INVALID_ITEM):
+            return  # the conversation ended on a verdict before the recorded error
+        wanted = Outcome(script.stop_outcome)
+        phase.outcome, phase.error = wanted, script.stop_error
+        if conv.outcome is not Outcome.SCORED:
+            conv.outcome, conv.error = wanted, script.stop_error
+
+
+class ReplayAgent:
+    """``agent: replay``: replays ``run_dir``'s journal (see the module docstring)."""
+
+    name = "replay"
+    sticky = True
+
+    def __init__(self, config: Any, context: AgentContext) -> None:
+        self.recording = Recording(Path(config.run_dir))
+
+    def describe(self) -> dict[str, Any]:
+        manifest = self.recording.manifest
+        return {"agent": "replay", "run_dir": str(self.recording.run_dir), "source_run_id": self.recording.run_id,
+                "source_config_fingerprint": manifest.get("config_fingerprint"),
+                "conversations": len(self.recording.offsets), "recorded": recorded_part(manifest, "agent")}
+
+    def probe(self, timeout_s: float) -> str:
+        return f"{len(self.recording.offsets)} recorded conversation(s) in {self.recording.journal}"
+
+    def open_session(self, conversation: Conversation) -> ReplaySession:
+        return ReplaySession(self, conversation)
+
+    def close(self) -> None:
+        pass
+
+
+AGENTS.register("replay")(ReplayAgent)

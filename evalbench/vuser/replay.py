@@ -1,0 +1,61 @@
+"""The replay virtual user: gives back the answer the source run's virtual user recorded for the
+question the replay agent just replayed (``evalbench rescore``). It calls no model, and it needs
+the replay agent (``agent: replay``), whose session knows which recorded turn it served."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from evalbench.agents.replay import ReplaySession, read_run_manifest, recorded_part
+from evalbench.conversation import Conversation, VUserAction, VUserReply
+from evalbench.dataset.knowledge import Knowledge
+from evalbench.vuser import VUSERS
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def action_of(recorded: dict[str, Any]) -> VUserAction | None:
+    """The journal's ``action`` text (``labeled("a", "b")``, ``unlabeled("seg")``,
+    ``unanswerable()``) and ``action_kind`` as a :class:`VUserAction`."""
+    kind = recorded.get("action_kind")
+    text = recorded.get("action") or ""
+    if kind == "labeled":
+        return VUserAction("labeled", terms=_QUOTED.findall(text))
+    if kind == "unlabeled":
+        inner = text[len('unlabeled("'):-2] if text.startswith('unlabeled("') and text.endswith('")') else text
+        return VUserAction("unlabeled", segment=inner)
+    if kind == "unanswerable":
+        return VUserAction("unanswerable")
+    return None
+
+
+class ReplayVirtualUser:
+    name = "replay"
+
+    def __init__(self, config: Any, run_seed: int, knowledge: Knowledge) -> None:
+        self.patience = config.patience
+        self.manifest = read_run_manifest(Path(config.run_dir)) if config.run_dir is not None else None
+
+    def describe(self) -> dict[str, Any]:
+        """The source's virtual user (whose answers these are), and where they were replayed from."""
+        if self.manifest is None:
+            return {"vuser": "replay", "patience": self.patience}
+        recorded = recorded_part(self.manifest, "vuser")
+        return recorded | {"replayed_from": self.manifest.get("run_id"), "recorded": recorded}
+
+    def answer(self, conversation: Conversation, question: str) -> VUserReply:
+        session = conversation.session
+        if not isinstance(session, ReplaySession):
+            return VUserReply(None, "", error="the replay virtual user answers only the replay agent (agent: replay)")
+        recorded = (session.served or {}).get("vuser")
+        if not isinstance(recorded, dict):
+            return VUserReply(None, "", error="replay: the source run has no answer to this question "
+                                              "(its conversation ended there)")
+        audit = recorded.get("audit")
+        return VUserReply(action_of(recorded), recorded.get("text") or "", error=recorded.get("error"),
+                          audit=audit if isinstance(audit, dict) else {})
+
+
+VUSERS.register("replay")(ReplayVirtualUser)
