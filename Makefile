@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help demo test bench clean
+.PHONY: help demo test test-slow bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
@@ -23,8 +23,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed  ## install and run the quickstart evaluation (offline, embedded PostgreSQL)
 	$(BIN)/evalbench run --config configs/quickstart.yaml
 
-test: $(VENV)/.installed-dev  ## install with the dev extra and run the tests
-	$(BIN)/python -m pytest
+test: $(VENV)/.installed-dev  ## install with the dev extra and run the tests (all but the slow end-to-end ones)
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow: $(VENV)/.installed-dev  ## the slow end-to-end tests (CI runs them after make test)
+	$(BIN)/python -m pytest -m slow
 
 bench: $(VENV)/.installed  ## throughput, latency-efficiency and memory benchmarks
 	$(BIN)/python bench/run_bench.py

@@ -405,7 +405,7 @@ def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int], trials: i
 
     return {
         group: tqdm(total=count * trials, initial=done.get(group, 0), desc=f"{group[0]}/{group[1]}", unit="conv", position=i,
-                    leave=True, disable=not enabled, dynamic_ncols=True)
+                    leave=True, disable=None if enabled else True, dynamic_ncols=True)  # None: off when stderr is not a terminal (CI logs)
         for i, (group, count) in enumerate(sorted(groups.items()))
     }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import psycopg
+import pytest
 
 from evalbench.config import load_run_config
 from evalbench.db.embedded import embedded_url
@@ -21,6 +22,7 @@ def _table_counts(dbname: str) -> dict[str, int]:
         return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
 
 
+@pytest.mark.slow
 def test_db_blog_oracle(tmp_path, pgdata, capsys):
     """The oracle on a real BIRD-Interact file, judged by BIRD-Interact's semantics (the default
     for the format): the run exits 0 (never 3, which is for infrastructure), lists its invalid
@@ -111,6 +113,7 @@ def test_db_blog_evalbench_format(tmp_path, pgdata):
     assert summary["scorers"]["exec_match"]["main"]["rate"] == 1.0
 
 
+@pytest.mark.slow
 def test_db_blog_validate_and_management_test_cases(tmp_path, pgdata, capsys):
     """`validate` states a reason for every invalid item; every management task it does not
     report has test cases that pass for the golden SQL and fail for a statement that changes

@@ -204,6 +204,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeAdk, FakeGemini
         yield adk, gemini
 
 
+@pytest.mark.slow  # the stock configs' execs_per_minute throttle every model call
 def test_bat_interact_runs_against_local_fakes(evalbench_root, fakes, socket_host, pgdata, monkeypatch):
     adk, gemini = fakes
     monkeypatch.setenv("EVALBENCH_COMPAT_PG_HOST", socket_host)
@@ -228,6 +229,7 @@ def test_bat_interact_runs_against_local_fakes(evalbench_root, fakes, socket_hos
     assert ("POST", "/run") in adk.requests
 
 
+@pytest.mark.slow
 def test_bird_interact_runs_against_local_fakes(evalbench_root, fakes, socket_host, pgdata, monkeypatch):
     """EvalBench's interact flow: the gemini agent (model_config) also simulates the user (no
     vuser_model_config), and the follow-up phase is asked."""
