@@ -466,7 +466,7 @@ def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
 def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, thresholds: Any, *, cancelled: bool) -> int:
     """Check the gates, record them in summary.md and pick the exit code."""
     from evalbench.gates import check_gates
-    from evalbench.results.rundir import write_atomic
+    from evalbench.results.files import write_atomic
     from evalbench.results.summary_md import incomplete_note, render_summary_markdown
 
     fail_under, max_regression, baseline = thresholds

@@ -16,7 +16,8 @@ from evalbench.dataset import Ambiguity, Conditions, Item
 from evalbench.results import read_journal
 from evalbench.results.record import CAPS, Caps, bounded_record, clip_text, conversation_record, rows_sha256
 from evalbench.results.reports import regenerate
-from evalbench.results.rundir import JOURNAL, RunWriter
+from evalbench.results.files import JOURNAL
+from evalbench.results.rundir import RunWriter
 from evalbench.resume import repair_journal
 from evalbench.scoring import build_scorers
 from evalbench.stages import Parts, run_conversation

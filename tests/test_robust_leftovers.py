@@ -25,7 +25,7 @@ from evalbench.dataset import Dataset
 from evalbench.db.provision import find_setup
 from evalbench.errors import ProvisioningError
 from evalbench.results import read_journal
-from evalbench.results.rundir import JOURNAL, OutputError
+from evalbench.results.files import JOURNAL, OutputError
 from evalbench.results.taxonomy import FailureKind, diagnose
 from evalbench.resume import repair_journal
 from tests.conftest import DEMO, ROOT

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalbench.results.journal_lines import conversation_key, is_record
-from evalbench.results.rundir import JOURNAL
+from evalbench.results.files import JOURNAL
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from evalbench.results import read_journal
 from evalbench.results.journal_lines import trial_of
 from evalbench.results.links import conversation_anchor, report_href
 from evalbench.results.record import SCHEMA_VERSION
-from evalbench.results.rundir import JOURNAL, write_atomic
+from evalbench.results.files import JOURNAL, write_atomic
 from evalbench.results.stats import mcnemar_exact, paired_diff_ci
 
 __all__ = [

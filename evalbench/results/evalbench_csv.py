@@ -430,7 +430,7 @@ def _writing(path: Path, action: Callable[[], T]) -> T:
     try:
         return action()
     except OSError as exc:
-        from evalbench.results.rundir import OutputError
+        from evalbench.results.files import OutputError
 
         raise OutputError(path, exc, temporary=path.with_name(f".{path.name}.tmp")) from None
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
-from evalbench.results.rundir import JOURNAL
+from evalbench.results.files import JOURNAL
 from evalbench.results.sqldiff import sql_diff
 from evalbench.results.taxonomy import diagnose
 

@@ -34,9 +34,9 @@ from evalbench.conversation import Outcome
 from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS, JS
 from evalbench.results.journal_lines import trial_of
-from evalbench.results.rundir import JOURNAL, write_atomic_with
+from evalbench.results.files import JOURNAL, write_atomic_with
 from evalbench.results.sqldiff import sql_diff
-from evalbench.results.reports import rebuild_summary
+from evalbench.results.rebuild import rebuild_summary
 from evalbench.results.summary import verdict_notes
 from evalbench.results.summary_md import incomplete_note
 

@@ -100,7 +100,7 @@ class JunitBuilder:
 
     def commit(self, run_dir: Path, run_id: str) -> Path:
         """Write ``run_dir/junit.xml`` atomically; its path."""
-        from evalbench.results.rundir import write_atomic_with
+        from evalbench.results.files import write_atomic_with
 
         return write_atomic_with(run_dir / JUNIT, lambda out: self.write(out, run_id))
 

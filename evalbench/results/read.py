@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
 from evalbench.results.journal_lines import trial_of
-from evalbench.results.rundir import JOURNAL
+from evalbench.results.files import JOURNAL
 from evalbench.results.taxonomy import passed, record_diagnosis
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,7 +110,7 @@ def _rows(record: dict[str, Any], run_id: str) -> tuple[dict[str, Any], list[dic
 def _rebuilt_summary(path: Path) -> dict[str, Any]:
     """The summary recomputed from the journal (summary.json is missing); {} when the journal's
     records cannot be summarised (a warning says why)."""
-    from evalbench.results.reports import rebuild_summary
+    from evalbench.results.rebuild import rebuild_summary
 
     try:
         return rebuild_summary(path)

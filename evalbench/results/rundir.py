@@ -20,38 +20,18 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable
 
 from evalbench.conversation import Conversation
-from evalbench.errors import EvalbenchError
 from evalbench.results.csvsafe import safe_row
+from evalbench.results.files import JOURNAL, OutputError, write_atomic
 from evalbench.results.record import CAPS, Caps, bounded_record, clean_text, clean_value
 from evalbench.results.summary import SummaryBuilder
 from evalbench.results.taxonomy import record_diagnosis
 
-JOURNAL = "conversations.jsonl"
 SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's (evalbench_csv.py)
 SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags",
                   "diagnosis"]
-
-
-class OutputError(EvalbenchError):
-    """A file of the run directory could not be written (ENOSPC, EACCES, EROFS, ...): the run
-    stops with this one-line message naming the file (exit 3)."""
-
-    exit_code = 3
-
-    def __init__(self, path: Path | str, error: OSError, *, temporary: Path | None = None) -> None:
-        self.path, self.error = str(path), error
-        reason = error.strerror or str(error)
-        code = errno.errorcode.get(error.errno) if error.errno is not None else None
-        if code:
-            reason += f" ({code})"
-        failing = None if error.filename is None else str(error.filename)
-        if failing in (self.path, str(temporary)):  # the file itself, or the temporary file renamed into it
-            failing = None
-        where = self.path if failing is None else f"{failing} (writing {self.path})"
-        super().__init__(f"cannot write {where}: {reason}")
 
 
 def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
@@ -65,28 +45,6 @@ def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
             writer.writerow(safe_row([run_id, record["item_id"], record["dialect"], record["database"], phase["phase"], name,
                                       score["value"], score["passed"], score["applicable"], score["detail"],
                                       ";".join(score["flags"]), kind]))
-
-
-def write_atomic_with(path: Path, write: Callable[[TextIO], None]) -> Path:
-    """Stream a file through ``write`` into a temporary file renamed into place; its path.
-    An OS error (disk full, ...) raises :class:`OutputError` and leaves the previous file as it was."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8", newline="") as out:
-            write(out)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise OutputError(path, exc, temporary=tmp) from None
-    finally:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-    return path
-
-
-def write_atomic(path: Path, text: str) -> None:
-    write_atomic_with(path, lambda out: out.write(text))
 
 
 def _json_default(value: Any) -> Any:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.errors import EvalbenchError
-from evalbench.results.rundir import JOURNAL
+from evalbench.results.files import JOURNAL
 
 RUN_FILES = ("manifest.json", JOURNAL, "summary.json")
 MAX_CELL = 56  # characters of a column of the text table (--json has the whole text)
@@ -139,7 +139,7 @@ def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
 
 
 def _rebuilt_summary(path: Path, entry: RunEntry) -> dict[str, Any] | None:
-    from evalbench.results.reports import rebuild_summary
+    from evalbench.results.rebuild import rebuild_summary
 
     logger = logging.getLogger("evalbench.results")
     level = logger.level

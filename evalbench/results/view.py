@@ -31,7 +31,7 @@ from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS
 from evalbench.results.journal_lines import conversation_key, trial_of
 from evalbench.results.links import report_href
-from evalbench.results.rundir import JOURNAL, OutputError, write_atomic
+from evalbench.results.files import JOURNAL, OutputError, write_atomic
 from evalbench.results.runs_index import RunEntry, list_runs, short_date
 from evalbench.results.taxonomy import passed, record_diagnosis
 from evalbench.results.view_assets import VIEW_CSS, VIEW_JS
