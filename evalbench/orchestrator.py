@@ -385,14 +385,16 @@ def _choose_subset(config: RunConfig, dataset: Dataset, scan: Any) -> tuple[Any,
     """The scan of the items the run keeps (``subset``: item ids, sample, limit), and its record."""
     if config.subset is None:
         return scan, None
-    from evalbench.dataset.subset import Subset, choose, rescan
+    from dataclasses import replace
+
+    from evalbench.dataset.subset import Subset, choose
 
     subset = Subset(config.subset.item_ids, config.subset.sample, config.subset.limit, config.seed)
     if subset.empty:
         return scan, None
-    chosen = choose(dataset, subset, where=str(config.source) if config.source else None)
+    chosen = choose(dataset, subset, scan.total, where=str(config.source) if config.source else None)
     dataset.only = chosen.keys
-    return rescan(scan, dataset, chosen), chosen.describe(subset)
+    return replace(scan, groups=chosen.groups), chosen.describe(subset)
 
 
 def _items_header(total: int, subset: dict[str, Any] | None, trials: int) -> str:

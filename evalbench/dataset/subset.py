@@ -19,7 +19,7 @@ from evalbench.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalbench.dataset.items import Item
-    from evalbench.dataset.loader import Dataset, DatasetScan
+    from evalbench.dataset.loader import Dataset
 
 Key = tuple[str, str]  # (dialect, item id)
 
@@ -38,9 +38,10 @@ class Subset:
 
 @dataclass
 class Chosen:
-    """The keys chosen, and what the choice left out (for the run header and the manifest)."""
+    """The keys chosen, their count per (dialect, database) group, and out of how many items."""
 
     keys: set[Key] = field(default_factory=set)
+    groups: Counter[tuple[str, str]] = field(default_factory=Counter)
     of: int = 0  # selected items before the subset
 
     def describe(self, subset: Subset) -> dict[str, object]:
@@ -49,10 +50,11 @@ class Chosen:
                 "chosen": len(self.keys), "of": self.of}
 
 
-def choose(dataset: "Dataset", subset: Subset, *, where: str | None = None) -> Chosen:
-    """The (dialect, id) keys of the items ``subset`` keeps, in any order. Unknown ``item_ids``
-    are a :class:`ConfigError` naming them (never a silently smaller run)."""
-    chosen = Chosen()
+def choose(dataset: "Dataset", subset: Subset, total: int, *, where: str | None = None) -> Chosen:
+    """The (dialect, id) keys of the items ``subset`` keeps out of the ``total`` the dataset
+    selects. Unknown ``item_ids`` are a :class:`ConfigError` naming them (never a silently
+    smaller run)."""
+    chosen = Chosen(of=total)
     wanted = set(subset.item_ids) if subset.item_ids else None
     if wanted is not None:
         found: set[str] = set()
@@ -73,7 +75,7 @@ def choose(dataset: "Dataset", subset: Subset, *, where: str | None = None) -> C
         if subset.limit is not None and len(chosen.keys) >= subset.limit:
             break
         chosen.keys.add((item.dialect, item.id))
-    chosen.of = sum(1 for _ in dataset.items())
+        chosen.groups[(item.dialect, item.database)] += 1
     return chosen
 
 
@@ -109,14 +111,3 @@ def _quotas(counts: Counter[str], n: int) -> dict[str, int]:
 def _rank(seed: int, dialect: str, item_id: str) -> int:
     digest = hashlib.blake2b(f"{seed}\0{dialect}\0{item_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
-
-
-def rescan(scan: "DatasetScan", dataset: "Dataset", chosen: Chosen) -> "DatasetScan":
-    """``scan`` with its groups counting only the chosen items."""
-    from evalbench.dataset.loader import DatasetScan
-
-    groups: Counter[tuple[str, str]] = Counter()
-    for item in dataset.items():
-        if (item.dialect, item.id) in chosen.keys:
-            groups[(item.dialect, item.database)] += 1
-    return DatasetScan(groups=groups, errors=scan.errors, filtered_out=scan.filtered_out, format=scan.format)

@@ -15,10 +15,7 @@ with each embedded record goes its phases' golden/generated SQL diff (``diffs``,
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime as dt
-import hashlib
 import html
 import json
 import io
@@ -33,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, TextIO
 from evalbench.conversation import Outcome
 from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS, JS
+from evalbench.results.html_page import format_stamp, page_shell
 from evalbench.results.journal_lines import trial_of
 from evalbench.results.files import JOURNAL, write_atomic_with
 from evalbench.results.sqldiff import sql_diff
@@ -312,16 +310,7 @@ def _secs(seconds: float | None) -> str:
 
 
 def _when(stamp: str | None) -> str:
-    if not stamp:
-        return "—"
-    try:
-        parsed = dt.datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(dt.timezone.utc)
-        return parsed.strftime("%Y-%m-%d %H:%M:%S UTC")
-    return parsed.strftime("%Y-%m-%d %H:%M:%S")
+    return format_stamp(stamp, "%Y-%m-%d %H:%M:%S", " UTC")
 
 
 def _ci(tally: dict[str, Any]) -> str:
@@ -344,21 +333,8 @@ def _participant(described: dict[str, Any] | None, key: str) -> str:
 
 def _page(run_id: str, body: str) -> tuple[str, str]:
     """The page before and after its embedded data."""
-    assert "</script" not in JS.lower()
-    script_hash = base64.b64encode(hashlib.sha256(JS.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
-           "img-src data:; base-uri 'none'; form-action 'none'")
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
-        '<meta name="generator" content="evalbench">\n'
-        f"<title>evalbench · run {_e(run_id)}</title>\n"
-        f"<style>{CSS}</style>\n</head>\n<body>\n{body}\n"
-        '<script type="application/json" id="evalbench-data">',
-        f"</script>\n<script>{JS}</script>\n</body>\n</html>\n",
-    )
+    head, tail = page_shell(f"evalbench · run {_e(run_id)}", CSS, JS, body)
+    return head + '<script type="application/json" id="evalbench-data">', "</script>\n" + tail
 
 
 def _header(manifest: dict[str, Any], summary: dict[str, Any], run_dir: Path) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from evalbench.errors import EvalbenchError
 from evalbench.results.files import JOURNAL
+from evalbench.results.html_page import format_stamp
 
 RUN_FILES = ("manifest.json", JOURNAL, "summary.json")
 MAX_CELL = 56  # characters of a column of the text table (--json has the whole text)
@@ -224,15 +225,7 @@ def _sort_time(stamp: str | None) -> float:
 
 def short_date(stamp: str | None) -> str:
     """``2026-12-03 14:47`` (UTC) of an ISO time stamp."""
-    if not stamp:
-        return "—"
-    try:
-        parsed = dt.datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(dt.timezone.utc)
-    return parsed.strftime("%Y-%m-%d %H:%M")
+    return format_stamp(stamp, "%Y-%m-%d %H:%M")
 
 
 def render_runs(entries: list[RunEntry], root: Path) -> str:

@@ -18,8 +18,6 @@ moved or served as it is. A run that cannot be read is listed with its status an
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import html
 import json
 import re
@@ -29,6 +27,7 @@ from typing import Any
 
 from evalbench.results import read_journal
 from evalbench.results.html_assets import CSS
+from evalbench.results.html_page import page_shell
 from evalbench.results.journal_lines import conversation_key, trial_of
 from evalbench.results.links import report_href
 from evalbench.results.files import JOURNAL, OutputError, write_atomic
@@ -163,22 +162,9 @@ def _write(root: Path, out: Path | None) -> tuple[Path, dict[str, Any]]:
 
 def render_view(data: dict[str, Any], root: Path) -> str:
     """The HTML of index.html for :func:`build_view`'s data."""
-    assert "</script" not in VIEW_JS.lower()
-    script_hash = base64.b64encode(hashlib.sha256(VIEW_JS.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
-           "img-src data:; base-uri 'none'; form-action 'none'")
     body = "\n".join([_header(data, root), '<main class="wrap">', _runs_section(data["runs"]), _matrix_section(), "</main>"])
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
-        '<meta name="generator" content="evalbench">\n'
-        f"<title>evalbench · runs in {_e(root.name or str(root))}</title>\n"
-        f"<style>{CSS}{VIEW_CSS}</style>\n</head>\n<body>\n{body}\n"
-        f'<script type="application/json" id="evalbench-view">{_dumps(data)}</script>\n'
-        f"<script>{VIEW_JS}</script>\n</body>\n</html>\n"
-    )
+    head, tail = page_shell(f"evalbench · runs in {_e(root.name or str(root))}", CSS + VIEW_CSS, VIEW_JS, body)
+    return head + f'<script type="application/json" id="evalbench-view">{_dumps(data)}</script>\n' + tail
 
 
 def _e(value: Any) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 import sqlglot
 from sqlglot import expressions as exp
@@ -97,20 +97,33 @@ class SetMatch:
         assert generated is not None
         decimal = phase.conditions.decimal
         gen_set = set(normalise_rows(generated.rows, decimal))
-        reasons = []
-        for golden in phase.golden:
-            golden_problem = _unusable(golden, "golden")
-            if golden_problem:
-                reasons.append(golden_problem)
-                continue
+
+        def compare(golden: ExecutionResult) -> tuple[bool, str]:
             gold_set = set(normalise_rows(golden.rows, decimal))
             if gen_set == gold_set:
-                if not gen_set:
-                    return Score(1.0, True, detail="both results are empty", flags=("both_empty",))
-                return Score(1.0, True, detail=f"same set of {len(gen_set)} distinct rows")
-            reasons.append(f"different sets of rows: {len(gen_set - gold_set)} generated rows not in golden, "
+                return True, f"same set of {len(gen_set)} distinct rows"
+            return False, (f"different sets of rows: {len(gen_set - gold_set)} generated rows not in golden, "
                            f"{len(gold_set - gen_set)} golden rows missing")
-        return Score(0.0, False, detail=reasons[0] if reasons else "no golden result")
+
+        return _any_golden(phase, compare, empty=not gen_set)
+
+
+def _any_golden(phase: PhaseRecord, compare: Callable[[ExecutionResult], tuple[bool, str]], *, empty: bool) -> Score:
+    """Passed when ``compare`` matches any usable golden result (two empty results are flagged
+    ``both_empty``); otherwise failed with the first golden result's reason."""
+    reasons = []
+    for golden in phase.golden:
+        problem = _unusable(golden, "golden")
+        if problem:
+            reasons.append(problem)
+            continue
+        same, detail = compare(golden)
+        if same:
+            if empty:
+                return Score(1.0, True, detail="both results are empty", flags=("both_empty",))
+            return Score(1.0, True, detail=detail)
+        reasons.append(detail)
+    return Score(0.0, False, detail=reasons[0] if reasons else "no golden result")
 
 
 # --------------------------------------------------------------------------- exact_match
@@ -141,19 +154,14 @@ class ExactMatch:
         generated = compared_result(phase)
         assert generated is not None
         mine = _as_mappings(generated)
-        reasons = []
-        for golden in phase.golden:
-            problem = _unusable(golden, "golden")
-            if problem:
-                reasons.append(problem)
-                continue
+
+        def compare(golden: ExecutionResult) -> tuple[bool, str]:
             if _as_mappings(golden) == mine:
-                if not mine:
-                    return Score(1.0, True, detail="both results are empty", flags=("both_empty",))
-                return Score(1.0, True, detail=f"the same {len(mine)} rows in the same order")
-            reasons.append(f"results differ ({len(generated.rows)} generated rows, {len(golden.rows)} golden rows; "
+                return True, f"the same {len(mine)} rows in the same order"
+            return False, (f"results differ ({len(generated.rows)} generated rows, {len(golden.rows)} golden rows; "
                            "compared in order, by column name, exactly)")
-        return Score(0.0, False, detail=reasons[0] if reasons else "no golden result")
+
+        return _any_golden(phase, compare, empty=not mine)
 
 
 def _as_mappings(result: ExecutionResult) -> list[dict[str, Any]]:
