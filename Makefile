@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help demo test test-slow bench clean
+.PHONY: help demo lint test test-slow bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
@@ -23,7 +23,14 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed  ## install and run the quickstart evaluation (offline, embedded PostgreSQL)
 	$(BIN)/evalbench run --config configs/quickstart.yaml
 
-test: $(VENV)/.installed-dev  ## install with the dev extra and run the tests (all but the slow end-to-end ones)
+lint: $(VENV)/.installed-dev  ## ruff, mypy and import-linter (pyproject.toml: [tool.ruff], [tool.mypy], [tool.importlinter])
+	$(BIN)/ruff check evalbench tests
+	$(BIN)/mypy
+	@# the import contracts, once pyproject.toml has them
+	@if grep -q '^\[tool\.importlinter' pyproject.toml; then echo "$(BIN)/lint-imports"; $(BIN)/lint-imports; \
+	else echo "lint-imports: skipped (no [tool.importlinter] in pyproject.toml)"; fi
+
+test: lint  ## lint, then the tests (all but the slow end-to-end ones), with the dev extra installed
 	$(BIN)/python -m pytest -m "not slow"
 
 test-slow: $(VENV)/.installed-dev  ## the slow end-to-end tests (CI runs them after make test)

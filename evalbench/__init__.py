@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from evalbench.orchestrator import RunResult
 
 
-def run(config: "RunConfig", **kwargs: Any) -> "RunResult":
+def run(config: RunConfig, **kwargs: Any) -> RunResult:
     """Run an evaluation described by ``config`` (see :func:`evalbench.config.load_run_config`)."""
     from evalbench.orchestrator import run as _run
 

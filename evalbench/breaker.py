@@ -18,8 +18,9 @@ that was never up) and in its middle (a server that died).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalbench import deadline
 from evalbench.conversation import Conversation, Outcome, ReplyKind

@@ -17,7 +17,8 @@ import argparse
 import contextlib
 import logging
 import sys
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 EXIT_OK, EXIT_GATE, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 1, 2, 3, 130
 
@@ -580,8 +581,8 @@ def _validate(args: argparse.Namespace) -> int:
         report = validate(config, test_cases=not args.no_test_cases, progress=not args.no_progress)
     for error in report.record_errors:
         print(f"record error: {error}")
-    for key, error in report.database_errors.items():
-        print(f"database {key}: {error}")
+    for key, problem in report.database_errors.items():
+        print(f"database {key}: {problem}")
     for item, finding in report.sorted_findings():  # errors first, then warnings; item_2 before item_10
         print(f"{item.item_id} ({item.source}): {finding.level}: {finding.message}")
     invalid = [i for i in report.invalid_ids() if i not in set(args.allow)]

@@ -13,7 +13,7 @@ import json
 import logging
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
@@ -38,6 +38,7 @@ from evalbench.config_compat import (
 )
 from evalbench.dataset.formats import normalise_dialect
 from evalbench.errors import ConfigError
+from evalbench.plugin_config import PluginVUserConfig, discriminated
 from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
 
 
@@ -57,7 +58,7 @@ _PATHS: ContextVar[list[dict[str, str]] | None] = ContextVar("evalbench_config_p
 
 # --------------------------------------------------------------------------- agents
 
-from evalbench.agents.config import (  # noqa: E402  (the agent configs live beside the agents)
+from evalbench.config_agents import (  # noqa: E402  (the agent configs: part of the schema, no agent imported)
     AdkAgentConfig,
     AgentConfig,
     GeminiAgentConfig,
@@ -111,7 +112,11 @@ class ReplayVUserConfig(StrictModel):
     patience: int = Field(3, ge=0, description="clarifications allowed beyond the number of annotated ambiguities")
 
 
-VUserConfig = Annotated[Union[RulesVUserConfig, LlmVUserConfig, ReplayVUserConfig], Field(discriminator="vuser")]
+# a name no built-in model declares is a plugin's (evalbench/plugin_config.py)
+if TYPE_CHECKING:  # what a type checker sees; pydantic gets the tagged union
+    VUserConfig = RulesVUserConfig | LlmVUserConfig | ReplayVUserConfig | PluginVUserConfig
+else:
+    VUserConfig = discriminated("vuser", [RulesVUserConfig, LlmVUserConfig, ReplayVUserConfig], PluginVUserConfig)
 
 
 def _vuser_shorthand(value: Any) -> Any:
@@ -134,8 +139,21 @@ def _vuser_shorthand(value: Any) -> Any:
 
 
 def _normalise_db_type(value: Any) -> Any:
-    aliases = {"postgresql": "postgres", "pg": "postgres"}
-    return aliases.get(value, value) if isinstance(value, str) else value
+    """A backend's name (``postgresql`` is ``postgres``, ``mariadb`` is ``mysql``...); one no
+    backend is registered under (built in, or an ``evalbench.backends`` entry point) is refused."""
+    if not isinstance(value, str):
+        return value
+    from evalbench.backends.names import BACKENDS, backend_name
+
+    name = backend_name(value, "")
+    if name not in BACKENDS:
+        raise ValueError(f"unknown db_type {value!r} (known: {', '.join(BACKENDS.names())})")
+    return name
+
+
+# Backends whose database is a file: EvalBench's ``database_path`` is then the folder of the
+# ``<database>.db`` files (databases/sqlite.py::SQLiteDB), not a server's host:port.
+FILE_BACKENDS = frozenset({"sqlite", "duckdb"})
 
 
 def _normalise_dialect(value: Any) -> Any:
@@ -148,12 +166,14 @@ Dialect = Annotated[str, BeforeValidator(_normalise_dialect)]
 class DatabaseConfig(StrictModel):
     """One database. EvalBench's db-config keys plus ours (``url``, ``embedded``, limits)."""
 
-    db_type: Annotated[Literal["postgres", "alloydb"], BeforeValidator(_normalise_db_type)] = Field(
-        "postgres", description="postgresql is accepted as postgres"
+    db_type: Annotated[str | None, BeforeValidator(_normalise_db_type)] = Field(
+        None, description="the backend: postgres, alloydb, cloudsql, sqlite, duckdb, mysql (mariadb), or a plugin's name; "
+                          "default: the one named like the dialect (postgresql is accepted as postgres)"
     )
     dialect: Dialect = Field("postgres", description="the dialect of the items this database serves (postgresql is postgres)")
     database_name: str = Field(description="the database name, as items name it (selected_database / database)")
-    database_path: str | None = Field(None, description="EvalBench key: host or host:port (or a socket directory) of the server; read as host and port")
+    database_path: str | None = Field(None, description="EvalBench key: host or host:port (or a socket directory) of the server, read as host and port; "
+                                                         "for sqlite and duckdb the folder of the <database>.db files (or one file)")
     db_name_suffix: str = Field("", description="appended to each item's database name to name the database on the server")
     secret_manager_path: str | None = Field(None, description="EvalBench key; not applied (password, PGPASSWORD or ~/.pgpass is used)")
     gcp_project_id: str | None = Field(None, description="EvalBench key (AlloyDB connector); not applied")
@@ -185,6 +205,8 @@ class DatabaseConfig(StrictModel):
         """EvalBench's ``database_path`` of a PostgreSQL server is its host[:port] (databases/postgres.py::PGDB)."""
         if not isinstance(data, dict) or data.get("database_path") in (None, ""):
             return data
+        if _normalise_db_type(data.get("db_type") or normalise_dialect(str(data.get("dialect") or "postgres"))) in FILE_BACKENDS:
+            return data  # a folder or a file, read by the backend
         if data.get("host") is not None or data.get("url") is not None:
             raise ValueError("database_path (EvalBench's host:port) cannot be combined with host or url: keep one")
         data = dict(data)
@@ -200,6 +222,19 @@ class DatabaseConfig(StrictModel):
     @property
     def is_embedded(self) -> bool:
         return self.embedded if self.embedded is not None else (self.url is None and self.host is None)
+
+    @property
+    def backend(self) -> str:
+        """The name of the backend that serves this database."""
+        from evalbench.backends.names import backend_name
+
+        return backend_name(self.db_type, self.dialect)
+
+    @property
+    def serves_every_database(self) -> bool:
+        """Names a server (or a folder of database files) holding every database of its dialect,
+        as an EvalBench db config does (databases/__init__.py::get_database)."""
+        return not self.is_embedded or (self.backend in FILE_BACKENDS and self.database_path is not None)
 
 
 # --------------------------------------------------------------------------- run
@@ -391,11 +426,12 @@ class RunConfig(StrictModel):
     @field_validator("scorers")
     @classmethod
     def _known_scorers(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        from evalbench.scoring import SCORERS
+        from evalbench.scoring import scorer_problem
 
-        for name in value:
-            if name not in SCORERS:
-                raise ValueError(f"unknown scorer {name!r} (known: {', '.join(SCORERS.names())})")
+        for name, options in value.items():
+            problem = scorer_problem(name, options)  # unknown, or a plugin that does not load
+            if problem is not None:
+                raise ValueError(problem)
         if not value:
             raise ValueError("at least one scorer is needed")
         # scorer options that name a file (``prompt_file``) are relative to the config file
@@ -442,8 +478,9 @@ class RunConfig(StrictModel):
         for db in self.database_configs:
             # EvalBench's db config names a server that serves every database of its dialect
             # (databases/__init__.py::get_database replaces database_name by the item's database)
-            if db.dialect == dialect and not db.is_embedded:
+            if db.dialect == dialect and db.serves_every_database:
                 return db.model_copy(update={"database_name": database + db.db_name_suffix})
+        # a database with no config: the dialect's own backend, embedded (a file for sqlite...)
         return DatabaseConfig(database_name=database, dialect=dialect)
 
     def snapshot(self) -> dict[str, Any]:
@@ -555,11 +592,12 @@ def _load_run_config(doc: YamlDocument, data: dict[str, Any], base: Path, path: 
     if isinstance(scorers, dict) and isinstance(scorers.get("llmrater"), dict) and "model_config" in scorers["llmrater"]:
         data["scorers"] = scorers = dict(scorers) | {"llmrater": _llmrater_model(doc, scorers["llmrater"], base)}
     if isinstance(scorers, dict):
-        from evalbench.scoring import SCORERS
+        from evalbench.scoring import scorer_problem
 
-        for name in scorers:
-            if name not in SCORERS:
-                raise doc.error(f"unknown scorer {name!r} (known: {', '.join(SCORERS.names())})", ("scorers", name))
+        for name, options in scorers.items():
+            problem = scorer_problem(name, options if isinstance(options, dict) else None)
+            if problem is not None:
+                raise doc.error(problem, ("scorers", name))
 
     dbs = data.get("database_configs")
     if dbs is not None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 from urllib.parse import quote
 
 log = logging.getLogger(__name__)
-from typing import Any
 
 # Run config keys EvalBench reads that we refuse: key -> what to use instead.
 REJECTED_RUN_KEYS = {

@@ -19,7 +19,8 @@ END = "<!-- END GENERATED -->"
 
 def _models() -> list[tuple[str, type[BaseModel]]]:
     from evalbench import config
-    from evalbench.agents import config as agents
+    from evalbench import config_agents as agents
+    from evalbench import plugin_config as plugins
 
     return [
         ("Run config", config.RunConfig),
@@ -39,6 +40,8 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
         ("Virtual user `rules` (`vuser_model_config`)", config.RulesVUserConfig),
         ("Virtual user `llm` (`vuser_model_config`)", config.LlmVUserConfig),
         ("Virtual user `replay` (`vuser_model_config`; what `evalbench rescore` uses)", config.ReplayVUserConfig),
+        ("Agent from a plugin (`model_config`; docs/extending.md)", plugins.PluginAgentConfig),
+        ("Virtual user from a plugin (`vuser_model_config`; docs/extending.md)", plugins.PluginVUserConfig),
     ]
 
 
@@ -52,8 +55,8 @@ def _type_name(annotation: Any) -> str:
     if origin is Literal:
         return " or ".join(f"`{a}`" for a in args)
     if origin in (Union, types.UnionType):
-        names = [_type_name(a) for a in args if a is not type(None)]
-        return " or ".join(names) + (" or null" if type(None) in args else "")
+        members = [_type_name(a) for a in args if a is not type(None)]
+        return " or ".join(members) + (" or null" if type(None) in args else "")
     if origin is list:
         return f"list of {_type_name(args[0])}" if args else "list"
     if origin is dict:

@@ -19,14 +19,24 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalbench.dataset import Conditions, Item
 
 if TYPE_CHECKING:
-    from evalbench.agents import AgentSession
-    from evalbench.db.sandbox import ExecutionResult
-    from evalbench.scoring import Score
+    from evalbench.execution_result import ExecutionResult
+    from evalbench.scores import Score
+
+
+class AgentSession(Protocol):
+    """The agent-side thread of one conversation (sticky: reused for every turn of it).
+
+    Defined here, beside the conversation that holds it, so the core needs no agent module;
+    :mod:`evalbench.agents` re-exports it with the agent protocol."""
+
+    def send(self, text: str) -> AgentReply: ...
+
+    def close(self) -> None: ...
 
 
 class Stage(str, Enum):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
 
 _CANCELLED = threading.Event()
 _AT: ContextVar[float | None] = ContextVar("evalbench_deadline", default=None)  # time.monotonic() value

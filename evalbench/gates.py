@@ -68,7 +68,7 @@ def metric_value(summary: dict[str, Any], metric: str) -> float | None:
         return entry.get("rate") if entry else None
     phases = (summary.get("scorers") or {}).get(name)
     if phases is None:
-        known = ["success", "mean_reward"] + sorted(summary.get("scorers") or {})
+        known = ["success", "mean_reward", *sorted(summary.get("scorers") or {})]
         raise ConfigError(f"unknown metric {metric!r} (known: {', '.join(known)}; add .follow_up for the follow-up phase)")
     tally = phases.get(phase)
     if tally is None:
@@ -114,13 +114,13 @@ def check_gates(summary: dict[str, Any], fail_under: list[Threshold], max_regres
     incomplete baseline) adds a ``complete`` gate that fails unless ``allow_incomplete``."""
     results = []
     if fail_under or max_regression:
-        gate = _completeness_gate(summary, "this run", allow_incomplete)
-        if gate is not None:
-            results.append(gate)
+        complete = _completeness_gate(summary, "this run", allow_incomplete)
+        if complete is not None:
+            results.append(complete)
     if max_regression and baseline is not None:
-        gate = _completeness_gate(baseline, "the baseline run", allow_incomplete)
-        if gate is not None:
-            results.append(gate)
+        complete = _completeness_gate(baseline, "the baseline run", allow_incomplete)
+        if complete is not None:
+            results.append(complete)
     for gate in fail_under:
         actual = metric_value(summary, gate.metric)
         passed = actual is not None and actual >= gate.value

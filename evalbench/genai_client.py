@@ -7,11 +7,20 @@ The SDK's own retries are off, so that our retry logic (evalbench/agents/limits.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from google.genai import errors as genai_errors
+
+    from evalbench.agents.chat import CallFailed
+
+# a RetryInfo delay, e.g. "12s" or "0.5s"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
 @dataclass
@@ -46,7 +55,7 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
                               "environment", key=f"{config_key}.project_id")
         try:
             client = genai.Client(vertexai=True, project=project, location=location, http_options=http_options)
-        except Exception as exc:  # e.g. no application default credentials
+        except Exception as exc:  # noqa: BLE001 (e.g. no application default credentials)
             raise ConfigError(f"cannot create the Vertex AI client: {type(exc).__name__}: {exc}") from None
         return GenaiClient(client, project, location)
     key = os.environ.get(config.api_key_env)
@@ -98,7 +107,6 @@ def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: s
     from google.genai import errors as genai_errors
 
     from evalbench.agents.chat import CallFailed, transport_failure
-    from evalbench.agents.gemini import api_failure
 
     try:
         return client.models.generate_content(model=model, contents=contents, config=config)
@@ -111,3 +119,38 @@ def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: s
         if isinstance(exc, ValueError):  # JSON that does not parse, or does not fit the response model
             raise CallFailed(f"malformed response: {type(exc).__name__}: {exc}", "protocol") from None
         raise CallFailed(f"{type(exc).__name__}: {exc}", "exception") from None
+
+
+def api_failure(exc: genai_errors.APIError) -> CallFailed:
+    """A google-genai API error as :class:`~evalbench.agents.chat.CallFailed`: retryable (with the
+    server's delay) for the statuses our retries handle (429, 503, ...)."""
+    from evalbench.agents.chat import BODY_KEPT, CallFailed
+    from evalbench.agents.limits import RETRY_STATUSES
+
+    code = int(exc.code or 0)
+    message = f"HTTP {code} {exc.status or ''}: {exc.message or exc.details}"[:BODY_KEPT]
+    if code in RETRY_STATUSES:
+        return CallFailed(message, f"http_{code}", retryable=True, retry_after=_retry_after(exc))
+    return CallFailed(message, f"http_{code}")
+
+
+def _retry_after(exc: genai_errors.APIError) -> float | None:
+    """``Retry-After``, else the ``RetryInfo.retryDelay`` of a Google API error body."""
+    from evalbench.agents.limits import parse_retry_after
+
+    headers = getattr(exc.response, "headers", None)
+    if headers is not None:
+        try:
+            seconds = parse_retry_after(headers.get("retry-after"))
+        except AttributeError:
+            seconds = None
+        if seconds is not None:
+            return seconds
+    details = exc.details if isinstance(exc.details, dict) else {}
+    error = details.get("error", details) if isinstance(details.get("error", details), dict) else {}
+    for detail in error.get("details") or []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            match = _DURATION.match(str(detail.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None

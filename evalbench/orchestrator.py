@@ -25,11 +25,9 @@ from evalbench.conversation import Conversation, Outcome, Stage, conversation_se
 from evalbench.dataset import Dataset, RecordError
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
-from evalbench.db.clones import CloneFactory
-from evalbench.db.provision import ProvisionReport, find_setup, provision
-from evalbench.db.sandbox import Sandbox
-from evalbench.db.schema import QueryCatalog, SchemaCatalog
-from evalbench.db.target import libpq_conninfo, resolve_target
+from evalbench import databases
+from evalbench.backends.base import Sandbox
+from evalbench.catalogs import QueryCatalog, SchemaCatalog
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
 from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
@@ -197,7 +195,8 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
                         for trial in range(1, trials + 1) for item in dataset.items(group)):
             return  # resumed: nothing left to run here
         try:
-            report = _provision(config, dialect, database)
+            db = databases.database(config, dialect, database)
+            provisioned = db.provision(config)
         except SandboxError:
             raise  # never run agent SQL with more rights: the whole run stops
         except EvalbenchError as exc:
@@ -207,13 +206,12 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
                                StageWork(Parts(agent, vuser, None, scorers, plan.rules, plan.primary)), on_complete,  # type: ignore[arg-type]
                                done)
             return
-        reports[key] = {"action": report.action, "checksum": report.checksum, "sandbox_user": report.sandbox_user,
-                        "tables_loaded": report.tables_loaded, "rows_loaded": report.rows_loaded, "warning": report.warning}
-        if report.warning:
-            log.warning("%s: %s", key, report.warning)
-        sandbox, conninfo = open_sandbox(config, dialect, database, report)
+        reports[key] = databases.provision_entry(provisioned)
+        if provisioned.warning:
+            log.warning("%s: %s", key, provisioned.warning)
+        sandbox = db.open_sandbox(config, provisioned)
         sandboxes.append(sandbox)
-        schemas.register(dialect, database, conninfo)
+        schemas.register(dialect, database, lambda: db.backend.describe_schema(sandbox))
         queries.register(dialect, database, sandbox)
         work = StageWork(Parts(agent, vuser, sandbox, scorers, plan.rules, plan.primary))
         for conv in _conversations(config, dataset, group, done):
@@ -331,31 +329,6 @@ def _check_knowledge(config: RunConfig, groups: Any, knowledge: dict[str, Any]) 
 
 def _patience(config: RunConfig) -> int:
     return getattr(config.vuser, "patience", 3)
-
-
-def _provision(config: RunConfig, dialect: str, database: str) -> ProvisionReport:
-    db_config = config.database_for(dialect, database)
-    target = resolve_target(db_config, config.embedded.data_dir)
-    setup = find_setup(config.setup_directory, database, dialect)
-    return provision(target, setup)
-
-
-def open_sandbox(config: RunConfig, dialect: str, database: str, report: ProvisionReport) -> tuple[Sandbox, str]:
-    """The sandbox of a provisioned database, and the connection string it uses."""
-    db_config = config.database_for(dialect, database)
-    target = resolve_target(db_config, config.embedded.data_dir)
-    url = target.url(user=report.sandbox_user, password=report.sandbox_password)  # never the admin connection
-    conninfo = libpq_conninfo(url)
-    sandbox = Sandbox(
-        conninfo,
-        pool_size=config.runners.sqlexec_runners,
-        statement_timeout_s=db_config.statement_timeout_s or config.execution.statement_timeout_s,
-        max_rows=db_config.max_rows or config.execution.max_rows,
-        executions_per_minute=db_config.max_executions_per_minute,
-    )
-    if report.template is not None:  # test cases run on throwaway copies, each statement committed
-        sandbox.clones = CloneFactory(libpq_conninfo(target.admin), report.template, conninfo, report.sandbox_user)
-    return sandbox, conninfo
 
 
 def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any,

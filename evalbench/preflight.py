@@ -16,7 +16,7 @@ cannot be written). The checks:
   and a ``base_url`` that accepts connections);
 - ``database <dialect>/<name>``: the server is reachable as admin (for the embedded server,
   starting it is the check) and the sandbox role logs in — with provisioning's own code
-  (:func:`evalbench.db.provision.sandbox_login`), never loading data;
+  (:func:`evalbench.backends.postgres.provision.sandbox_login`), never loading data;
 - ``output directory``: a file can be created where the run directory goes.
 
 Every network wait is bounded by ``timeout_s`` (default 5 s) and the probes run side by side,
@@ -32,12 +32,12 @@ import logging
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from evalbench.errors import ConfigError, DatasetError, EvalbenchError, ProvisioningError
-from evalbench.probes import Unreachable, first_line
+from evalbench.errors import ConfigError, DatasetError, EvalbenchError
+from evalbench.probes import Unreachable
 
 if TYPE_CHECKING:
     from evalbench.config import RunConfig
@@ -225,32 +225,15 @@ def _database_probe(config: RunConfig, dialect: str, database: str, timeout_s: f
 
 
 def check_database(config: RunConfig, dialect: str, database: str, timeout_s: float = TIMEOUT_S) -> str:
-    """The server is reachable as admin and the sandbox role logs in (created if missing, as
-    provisioning does); the database itself exists, or has a setup to create it from."""
-    import psycopg
+    """The database's backend reaches it (the server as admin, the sandbox login; or its file),
+    and the database exists or has a setup to create it from."""
+    from evalbench.backends.base import DatabaseUnavailable
+    from evalbench.databases import database as database_of
 
-    from evalbench.db.provision import find_setup, sandbox_login
-    from evalbench.db.target import libpq_conninfo, resolve_target
-
-    target = resolve_target(config.database_for(dialect, database), config.embedded.data_dir)  # starts the embedded server
-    setup = find_setup(config.setup_directory, database, dialect)
-    fix = "start the server, or fix this database's db config (url, or host/port/user_name/password)"
     try:
-        admin = psycopg.connect(libpq_conninfo(target.admin), autocommit=True, connect_timeout=max(2, round(timeout_s)))
-    except psycopg.Error as exc:
-        raise Unreachable(f"cannot connect to {target.describe()} ({first_line(exc)}); {fix}") from None
-    with admin:
-        can_create_roles = bool(admin.execute(
-            "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user").fetchone()[0])  # type: ignore[index]
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (target.name,)).fetchone() is not None
-        if not exists and setup is None:
-            raise ProvisioningError(f"database {target.name!r} does not exist on {target.describe()} and there is no setup "
-                                    "for it; set setup_directory to a folder holding a sub-folder with this name")
-        # a database provisioning will create does not exist yet: the role logs in to the maintenance database
-        login = sandbox_login(target if exists else replace(target, name=target.admin.database or "postgres"),
-                              admin, can_create_roles)
-    state = "exists" if exists else "will be created from its setup"
-    return f"{target.describe()} reachable; the database {state}; agent SQL runs as {login.user!r} (logged in)"
+        return database_of(config, dialect, database).probe(config, timeout_s)
+    except DatabaseUnavailable as exc:
+        raise Unreachable(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- the output directory

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from evalbench.errors import ConfigError, EvalbenchError

@@ -41,7 +41,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
                              str(tally["not_applicable"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
-        print("  " + "  ".join(cell.ljust(w) if j < 2 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths))), file=out)
+        print("  " + "  ".join(cell.ljust(w) if j < 2 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=False))), file=out)
         if i == 0:
             print("  " + "  ".join("-" * w for w in widths), file=out)
     outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items() if v)

@@ -74,7 +74,8 @@ def load_rescore_config(source: Path, manifest: dict[str, Any], config_file: Pat
 
     agent = {"agent": "replay", "run_dir": str(source)}
     # the source's conversations are the ones scored: its subset and trials, unless --set says otherwise
-    recorded = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    recorded = manifest.get("config")
+    recorded = recorded if isinstance(recorded, dict) else {}
     same = {key: recorded[key] for key in KEPT if recorded.get(key) is not None and key not in overrides}
     if config_file is not None:
         config = load_run_config(config_file, **(same | overrides), model_config=agent)
@@ -115,7 +116,8 @@ def _from_snapshot(source: Path, manifest: dict[str, Any], overrides: dict[str, 
     secret = _redacted(data)
     if secret is not None:
         raise ConfigError("the manifest redacts a secret the run needs", file=where, key=f"config.{secret}")
-    vuser = snapshot.get("vuser_model_config") if isinstance(snapshot.get("vuser_model_config"), dict) else {}
+    vuser = snapshot.get("vuser_model_config")
+    vuser = vuser if isinstance(vuser, dict) else {}
     data["model_config"] = agent
     data["vuser_model_config"] = {"vuser": "replay", "run_dir": str(source), "patience": vuser.get("patience", 3)}
     try:

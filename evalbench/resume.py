@@ -14,15 +14,17 @@ kept exactly once, by its last record (as read_journal counts it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalbench.errors import ConfigError
-from evalbench.results.journal_lines import conversation_key, is_record
 from evalbench.results.files import JOURNAL, OutputError
+from evalbench.results.journal_lines import conversation_key, is_record
 
 # Outcomes that say nothing about the agent: their conversations run again on resume.
 RUN_AGAIN = frozenset({"cancelled", "db_error"})
@@ -34,10 +36,7 @@ MAY_CHANGE = ("run_id", "runners", "max_in_flight", "reporting", "model_config.r
               "subset", "trials", "evalbench_compat.paths")
 # ... and with --retry-errors, how the agent and the virtual user are reached and how long they
 # may take (not which agent or model it is): the errors were the endpoint's, not the agent's.
-RETRY_MAY_CHANGE = tuple(f"{part}.{key}" for part in ("model_config", "vuser_model_config") for key in (
-    "adkapi_server_url", "base_url", "headers", "api_key_env", "api_key", "connect_timeout_s", "read_timeout_s",
-    "timeout_s", "execs_per_minute", "max_concurrency", "http_options", "project", "location",
-)) + ("conversation_timeout_s",)
+RETRY_MAY_CHANGE = (*tuple(f"{part}.{key}" for part in ("model_config", "vuser_model_config") for key in ("adkapi_server_url", "base_url", "headers", "api_key_env", "api_key", "connect_timeout_s", "read_timeout_s", "timeout_s", "execs_per_minute", "max_concurrency", "http_options", "project", "location")), "conversation_timeout_s")
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -92,7 +91,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 class JournalState:
     # (dialect, item id) of every conversation whose record is kept: the key of
     # :func:`evalbench.results.read_journal` (an item id may recur in another dialect)
-    done: set[tuple[Any, str]] = field(default_factory=set)
+    done: set[tuple[Any, str, int]] = field(default_factory=set)
     kept: int = 0
     dropped_cancelled: int = 0
     dropped_partial: int = 0  # lines cut short by a crash, or not a conversation record
@@ -135,7 +134,7 @@ def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None],
     tmp = path.with_name(f".{JOURNAL}.resume")
     try:
         # First pass: the offset of each conversation's last record.
-        last: dict[tuple[Any, str], int] = {}
+        last: dict[tuple[Any, str, int], int] = {}
         records = 0
         offset = 0
         with path.open("rb") as source:
@@ -197,7 +196,5 @@ class _CallbackError(Exception):
 
 
 def _remove(tmp: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)
-    except OSError:
-        pass

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from evalbench.conversation import Conversation, Outcome, Stage
 from evalbench.stages import StageWork
@@ -75,7 +75,7 @@ class Scheduler:
     def _complete(self, conv: Conversation) -> None:
         try:
             self._on_complete(conv)
-        except BaseException as exc:  # the journal cannot be written: stop the run, lose nothing silently
+        except BaseException as exc:  # noqa: BLE001 (the journal cannot be written: stop the run, lose nothing silently)
             log.error("could not record item %s: %s", conv.item.id, exc)
             self.failure = self.failure or exc
             self.cancelled.set()

@@ -7,12 +7,12 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import expressions as exp
 
-from evalbench.db.statements import last_statement
+from evalbench.statements import last_statement
 
 _CLAUSES = ("with", "from", "from_", "joins", "where", "group", "having", "order", "limit")  # sqlglot >= 30: from_
 
 
-def _parse(sql: str) -> exp.Expression | None:
+def _parse(sql: str) -> exp.Expr | None:
     try:
         return sqlglot.parse_one(last_statement(sql), read="postgres")
     except sqlglot.errors.SqlglotError:

@@ -31,7 +31,7 @@ from evalbench.conversation import (
     start,
 )
 from evalbench.dataset import Item
-from evalbench.db.sandbox import Sandbox
+from evalbench.backends.base import Sandbox
 from evalbench.scoring import Score, Scorer
 from evalbench.scoring.primary import PrimaryPolicy
 from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem

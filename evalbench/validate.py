@@ -28,7 +28,7 @@ from typing import Any
 from evalbench.config import RunConfig
 from evalbench.conversation import PhaseRecord, follow_up_phase, main_phase
 from evalbench.dataset import Dataset, Item, RecordError
-from evalbench.db.sandbox import ExecutionResult, Sandbox
+from evalbench.backends.base import ExecutionResult, Sandbox
 from evalbench.scoring.execution import golden_is_ordered
 from evalbench.scoring.plan import plan_scoring
 from evalbench.scoring.semantics import ResultRules, execute_golden, golden_problem
@@ -246,11 +246,12 @@ def validate(config: RunConfig, *, test_cases: bool = True, progress: bool = Fal
 
 def _open_sandbox(config: RunConfig, dialect: str, database: str, report: ValidationReport) -> Sandbox | None:
     """The database provisioned behind its sandbox, or None (the error kept in the report)."""
+    from evalbench.databases import database as database_of
     from evalbench.errors import EvalbenchError
-    from evalbench.orchestrator import _provision, open_sandbox
 
     try:
-        return open_sandbox(config, dialect, database, _provision(config, dialect, database))[0]
+        db = database_of(config, dialect, database)
+        return db.open_sandbox(config, db.provision(config))
     except EvalbenchError as exc:
         report.database_errors[f"{dialect}/{database}"] = str(exc)
         return None

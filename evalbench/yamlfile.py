@@ -121,12 +121,12 @@ def _yaml_error(path: Path, text: str, exc: yaml.YAMLError) -> ConfigError:
     if isinstance(exc, ReaderError):  # a character YAML does not allow (NUL, other control characters)
         position = exc.position if isinstance(exc.position, int) else 0
         if _CParser is not None:  # libyaml counts bytes of UTF-8
-            line = text.encode("utf-8").count(b"\n", 0, position) + 1
+            char_line = text.encode("utf-8").count(b"\n", 0, position) + 1
         else:  # pragma: no cover
-            line = text.count("\n", 0, position) + 1
+            char_line = text.count("\n", 0, position) + 1
         char = exc.character if isinstance(exc.character, int) else 0
         return ConfigError(f"invalid YAML: character U+{char:04X} is not allowed in a YAML file ({exc.reason})",
-                           file=str(path), line=line)
+                           file=str(path), line=char_line)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     line = mark.line + 1 if mark is not None else None
     problem = getattr(exc, "problem", None) or str(exc)
@@ -142,7 +142,7 @@ def _yaml_error(path: Path, text: str, exc: yaml.YAMLError) -> ConfigError:
 try:  # libyaml's parser when PyYAML has it (several times faster); the composer is always ours, below
     from yaml._yaml import CParser as _CParser
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _CParser = None
+    _CParser = None  # type: ignore[assignment,misc]
 
 
 class _Events:
@@ -181,28 +181,30 @@ class _Loader(_Events, Composer, SafeConstructor, Resolver):
         Resolver.__init__(self)
         self._depth = 0
         self._expanded = 0  # values composed so far, aliases counted as the values they stand for
-        self._open: dict[str, int] = {}  # anchors whose node is being composed
-        self._sizes: dict[str, int] = {}  # anchor -> values in its node, aliases expanded
+        self._open: dict[str | None, int] = {}  # anchors whose node is being composed
+        self._sizes: dict[str | None, int] = {}  # anchor -> values in its node, aliases expanded
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
+        # PyYAML's Mark or libyaml's (the stubs' errors take only the first; both work)
+        start_mark: Any = event.start_mark
         if isinstance(event, yaml.AliasEvent):
             if self._open.get(event.anchor):
                 raise ComposerError(None, None, f"alias *{event.anchor} refers to the node that contains it "
-                                    "(a recursive anchor)", event.start_mark)
+                                    "(a recursive anchor)", start_mark)
             self._expanded += self._sizes.get(event.anchor, 1)
             if self._expanded > MAX_YAML_VALUES:
                 raise ComposerError(None, None, f"aliases expand the document to more than {MAX_YAML_VALUES:,} "
-                                    "values (a 'billion laughs'?); write the values out instead", event.start_mark)
+                                    "values (a 'billion laughs'?); write the values out instead", start_mark)
             return super().compose_node(parent, index)
         self._depth += 1
         if self._depth > MAX_YAML_DEPTH:
-            raise ComposerError(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
+            raise ComposerError(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", start_mark)
         anchor = getattr(event, "anchor", None)
         start = self._expanded
         self._expanded += 1
         if self._expanded > MAX_YAML_VALUES:
-            raise ComposerError(None, None, f"more than {MAX_YAML_VALUES:,} values: not a config file?", event.start_mark)
+            raise ComposerError(None, None, f"more than {MAX_YAML_VALUES:,} values: not a config file?", start_mark)
         if anchor is not None:
             self._open[anchor] = self._open.get(anchor, 0) + 1
         try:
@@ -235,7 +237,7 @@ def _env_tag(loader: SafeConstructor, node: yaml.Node) -> str:
     return str(loader.construct_scalar(node))
 
 
-_Loader.add_constructor("!ENV", _env_tag)
+_Loader.add_constructor("!ENV", _env_tag)  # type: ignore[type-var]  # the stubs allow PyYAML's own loaders only
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _KEY_TAGS = (_STR_TAG, "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
@@ -260,23 +262,23 @@ def _check_and_collect_lines(path: Path, node: yaml.Node, prefix: KeyPath, lines
             if key_node.tag == _STR_TAG:
                 if key_node.value in seen:
                     raise ConfigError(f"duplicate key {key_node.value!r} (first at line {seen[key_node.value]})",
-                                      file=str(path), line=line, key=format_key_path(prefix + (key_node.value,)))
+                                      file=str(path), line=line, key=format_key_path((*prefix, key_node.value)))
                 seen[key_node.value] = line
-            key_path = prefix + (key_node.value,)
+            key_path = (*prefix, key_node.value)
             lines[key_path] = line
             _check_and_collect_lines(path, value_node, key_path, lines)
     elif isinstance(node, yaml.SequenceNode):
         for index, child in enumerate(node.value):
-            key_path = prefix + (index,)
+            key_path = (*prefix, index)
             lines[key_path] = child.start_mark.line + 1
             _check_and_collect_lines(path, child, key_path, lines)
 
 
 def _substitute_env(doc: YamlDocument, value: Any, key_path: KeyPath) -> Any:
     if isinstance(value, dict):
-        return {k: _substitute_env(doc, v, key_path + (k,)) for k, v in value.items()}
+        return {k: _substitute_env(doc, v, (*key_path, k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute_env(doc, v, key_path + (i,)) for i, v in enumerate(value)]
+        return [_substitute_env(doc, v, (*key_path, i)) for i, v in enumerate(value)]
     if isinstance(value, str) and "${" in value:
 
         def replace(match: re.Match[str]) -> str:

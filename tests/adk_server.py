@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 import httpx
 
@@ -60,7 +60,7 @@ def start_adk_server(
     full_env.update(env or {})
     full_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")  # no __pycache__ inside tests/adk_apps
     full_env.setdefault("PYTHONUNBUFFERED", "1")
-    log = tempfile.NamedTemporaryFile(prefix="adk-api-server-", suffix=".log", delete=False)
+    log = tempfile.NamedTemporaryFile(prefix="adk-api-server-", suffix=".log", delete=False)  # noqa: SIM115 (outlives this function: the server writes to it)
     cmd = [
         adk, "api_server", "--host", "127.0.0.1", "--port", str(port),
         "--no-reload", "--no_use_local_storage", "--log_level", "info", str(Path(apps_dir).resolve()),

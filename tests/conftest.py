@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -26,13 +26,13 @@ def pgdata(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def embedded_admin_url(pgdata: Path) -> str:
-    from evalbench.db.embedded import embedded_url
+    from evalbench.backends.postgres.embedded import embedded_url
 
     return embedded_url(pgdata)
 
 
 @pytest.fixture
-def demo_config_path() -> Path:  # noqa: D103
+def demo_config_path() -> Path:
     return ROOT / "configs" / "quickstart.yaml"
 
 
@@ -54,10 +54,10 @@ def external_pg_url() -> str:
 @pytest.fixture(scope="session")
 def demo_sandbox(pgdata: Path):
     """The demo database provisioned in the private embedded server, behind a sandbox."""
+    from evalbench.backends.postgres.provision import find_setup, provision
+    from evalbench.backends.postgres.sandbox import Sandbox
+    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
     from evalbench.config import DatabaseConfig
-    from evalbench.db.provision import find_setup, provision
-    from evalbench.db.sandbox import Sandbox
-    from evalbench.db.target import libpq_conninfo, resolve_target
 
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
     report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
@@ -81,7 +81,7 @@ def _adk_installed() -> bool:
 def adk_db_url(request: pytest.FixtureRequest, pgdata: Path) -> str:
     """libpq URL of the demo database ``greenleaf`` in the private embedded server."""
     request.getfixturevalue("demo_sandbox")  # provisions greenleaf
-    from evalbench.db.embedded import embedded_url
+    from evalbench.backends.postgres.embedded import embedded_url
 
     return embedded_url(pgdata, "greenleaf")
 

@@ -11,9 +11,10 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -111,7 +112,7 @@ class FakeLLMServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeLLMServer":
+    def __enter__(self) -> FakeLLMServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

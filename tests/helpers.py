@@ -3,7 +3,8 @@ protocols (they stand in for the system under test, they do not replace our own 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, VUserReply
 from evalbench.dataset import Ambiguity, Conditions, FollowUp, Item
@@ -37,7 +38,7 @@ class ScriptedAgent:
         self.sticky = sticky
         self.sessions: list[ScriptedSession] = []
 
-    def open_session(self, conversation: Conversation) -> "ScriptedSession":
+    def open_session(self, conversation: Conversation) -> ScriptedSession:
         session = ScriptedSession(self, len(self.sessions))
         self.sessions.append(session)
         return session

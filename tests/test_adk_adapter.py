@@ -98,7 +98,7 @@ def test_pending_input_and_sse():
     events = [model({"functionCall": {"id": "r1", "name": "adk_request_input", "args": {"message": "?"}}}, longRunningToolIds=["r1"])]
     pending = pending_input(events)
     assert pending is not None and (pending.call_id, pending.invocation_id) == ("r1", "inv-1")
-    answered = events + [{"content": {"role": "user", "parts": [{"functionResponse": {"id": "r1", "name": "adk_request_input"}}]}}]
+    answered = [*events, {"content": {"role": "user", "parts": [{"functionResponse": {"id": "r1", "name": "adk_request_input"}}]}}]
     assert pending_input(answered) is None
     body = "data: " + json.dumps(events[0]) + "\n\n" + "data: " + json.dumps(model({"text": "x"})) + "\n\n"
     assert [e["content"]["parts"][0] for e in parse_sse(body)] == [events[0]["content"]["parts"][0], {"text": "x"}]

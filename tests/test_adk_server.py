@@ -8,7 +8,8 @@ import json
 import re
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import psycopg

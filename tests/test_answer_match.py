@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
+from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import Conversation, Outcome, PhaseRecord
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.errors import ConfigError
 from evalbench.scoring import SCORERS, build_scorers
 from evalbench.scoring.primary import PrimaryPolicy
@@ -42,7 +43,7 @@ def judge(answer: str | None, rows: list[tuple[Any, ...]], **kw: Any):
     ("The total is 1,234.50 dollars.", [(Decimal("1234.5"),)]),
     ("Average rating: 3.14", [(3.14159,)]),  # rounded as written, within 1 %
     ("About 45% of orders.", [(Decimal("0.4523"),)]),
-    ("Riverside and Lakeside", [("Greenleaf Riverside",), ("Greenleaf Lakeside",)][:0] + [("riverside",), ("LAKESIDE",)]),
+    ("Riverside and Lakeside", [*[("Greenleaf Riverside",), ("Greenleaf Lakeside",)][:0], ("riverside",), ("LAKESIDE",)]),
     ("It opened on March 5, 2024.", [(dt.date(2024, 3, 5),)]),
     ("It opened on 5 Mar 2024.", [(dt.date(2024, 3, 5),)]),
     ("First order: 2025-04-03 10:15.", [(dt.datetime(2025, 4, 3, 10, 15),)]),

@@ -253,7 +253,7 @@ def run_evalbench(tmp: Path, items: list[dict[str, Any]], replies: dict[str, Any
 
 
 def admin_url(pgdata: Path, database: str = "greenleaf") -> str:
-    from evalbench.db.embedded import embedded_url
+    from evalbench.backends.postgres.embedded import embedded_url
 
     return embedded_url(pgdata, database)
 
@@ -391,7 +391,7 @@ def test_the_baseline_probe_sees_a_clean_sandbox(main_run: Run) -> None:
     assert record["outcome"] == "scored" and phase(record)["passed"] is True
     (row,) = generated(record)["preview"]
     columns = generated(record)["columns"]
-    values = dict(zip(columns, row))
+    values = dict(zip(columns, row, strict=True))
     assert values["usr"] == SANDBOX and values["sess"] == SANDBOX
     assert values["search_path"] == '"$user", public'
     assert values["read_only"] == "on" and values["default_read_only"] == "on" and values["timeout_armed"] is True
@@ -426,7 +426,7 @@ def test_attack(main_run: Run, attack: Attack) -> None:
     assert after["outcome"] == "scored" and phase(after)["passed"] is True, phase(after)["scores"]
     for seen in (phase(after)["golden"][0], generated(after)):
         assert seen["error"] is None
-        assert dict(zip(seen["columns"], seen["preview"][0])) == dict(zip(baseline["columns"], baseline["preview"][0]))
+        assert dict(zip(seen["columns"], seen["preview"][0], strict=True)) == dict(zip(baseline["columns"], baseline["preview"][0], strict=True))
 
 
 def test_the_journal_is_valid_utf8_whatever_the_agent_sent(main_run: Run) -> None:
@@ -562,7 +562,7 @@ def test_changing_the_sandbox_role_from_a_test_case_copy_does_not_outlive_it(tmp
     # ... and the next run sees a clean sandbox
     probe = next_run.records["probe"]
     assert next_run.code == 0 and probe["outcome"] == "scored" and phase(probe)["passed"] is True, probe["error"]
-    values = dict(zip(generated(probe)["columns"], generated(probe)["preview"][0]))
+    values = dict(zip(generated(probe)["columns"], generated(probe)["preview"][0], strict=True))
     assert (values["usr"], values["search_path"], values["stores"]) == (SANDBOX, '"$user", public', 5), values
 
 

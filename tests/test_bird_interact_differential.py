@@ -27,7 +27,7 @@ import pytest
 
 from evalbench.conversation import Phase, PhaseRecord
 from evalbench.dataset import Conditions
-from evalbench.scoring import build_scorers, bird_compare
+from evalbench.scoring import bird_compare, build_scorers
 from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem
 from tests.conftest import shared_dataset
 
@@ -42,10 +42,10 @@ def db_blog(request: pytest.FixtureRequest, pgdata: Path):
     (PostgreSQL 15 on 127.0.0.1 in CI: the server the corpus was judged on, XML support included)."""
     import os
 
+    from evalbench.backends.postgres.provision import find_setup, provision
+    from evalbench.backends.postgres.sandbox import Sandbox
+    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
     from evalbench.config import DatabaseConfig
-    from evalbench.db.provision import find_setup, provision
-    from evalbench.db.sandbox import Sandbox
-    from evalbench.db.target import libpq_conninfo, resolve_target
 
     root = shared_dataset("db_blog")
     if request.param == "external":

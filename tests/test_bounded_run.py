@@ -34,7 +34,7 @@ def _dataset(tmp_path: Path) -> Path:
     text = (DEMO / "greenleaf.jsonl").read_text(encoding="utf-8")
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     items = lines[:ITEMS]
-    for item, formula in zip(items, FORMULAS):
+    for item, formula in zip(items, FORMULAS, strict=False):
         item["instance_id"] = formula
     path = tmp_path / "hostile.jsonl"
     path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")

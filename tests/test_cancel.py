@@ -91,7 +91,7 @@ def test_an_interrupted_run_cancels_in_flight_items_and_resume_equals_an_uninter
         assert time.monotonic() < give_up, "no conversation journaled in 120 s"
         time.sleep(0.02)
     process.send_signal(signum)
-    out, err = process.communicate(timeout=120)
+    _out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
     assert "--resume" in err
 

@@ -50,7 +50,7 @@ def test_default_prompt_renders_every_placeholder():
     template = default_prompt(SYSTEM_PROMPT).read_text()
     for placeholder in ("{schema}", "{knowledge}", "{reply_format}"):
         assert placeholder in template
-    for mode, instructions in REPLY_FORMATS.items():
+    for instructions in REPLY_FORMATS.values():
         text = render_system_prompt(template, schema="CREATE TABLE t (a int);", knowledge="", reply_format=instructions)
         assert "CREATE TABLE t (a int);" in text and instructions in text
         assert "{" not in text.replace("{a", "")  # no placeholder left

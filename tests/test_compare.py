@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalbench.backends.base import ExecutionResult
 from evalbench.dataset import Conditions
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.scoring.compare import Verdict, compare, normalise_value
 from evalbench.scoring.execution import golden_is_ordered
 
@@ -215,13 +215,13 @@ def test_duplicating_a_row_changes_a_multiset_verdict_but_not_a_set_verdict(data
     golden = data.draw(st.permutations(rows))
     index = data.draw(st.integers(min_value=0, max_value=len(rows) - 1))
     position = data.draw(st.integers(min_value=0, max_value=len(rows)))
-    duplicated = rows[:position] + [rows[index]] + rows[position:]
+    duplicated = [*rows[:position], rows[index], *rows[position:]]
     multiset, as_set = Conditions(decimal=decimal), Conditions(distinct=True, decimal=decimal)
     assert compare(result(rows), result(golden), multiset, False).match is True
     assert compare(result(duplicated), result(golden), multiset, False).match is False
     assert compare(result(duplicated), result(golden), as_set, False).match is True
     # ordered and distinct: a copy right after the original keeps the order of first occurrences
-    after = rows[: index + 1] + [rows[index]] + rows[index + 1 :]
+    after = [*rows[:index + 1], rows[index], *rows[index + 1:]]
     assert compare(result(after), result(rows), Conditions(order=True, distinct=True, decimal=decimal), True).match is True
     assert compare(result(after), result(rows), Conditions(order=True, decimal=decimal), True).match is False
 
@@ -267,8 +267,8 @@ def test_golden_is_ordered_parenthesised_top_level_query():
 
 def test_rows_tied_on_the_sort_keys_may_come_in_any_order():
     """The database does not order ties: two runs of the same query may differ there."""
+    from evalbench.backends.base import ExecutionResult
     from evalbench.dataset import Conditions
-    from evalbench.db.sandbox import ExecutionResult
     from evalbench.scoring.compare import compare
     from evalbench.scoring.execution import tie_key_positions
 
@@ -294,8 +294,8 @@ def test_order_keys_of_queries_ending_in_a_comment_and_sorting_by_expressions():
 
 
 def test_column_permutation_search_is_optional():
+    from evalbench.backends.base import ExecutionResult
     from evalbench.dataset import Conditions
-    from evalbench.db.sandbox import ExecutionResult
     from evalbench.scoring.compare import compare
 
     golden = ExecutionResult(columns=["a", "b"], rows=[(1, "x"), (2, "y")])
@@ -385,7 +385,7 @@ def test_adding_distinct_to_a_result_without_duplicates_changes_nothing(data, de
     from evalbench.scoring.compare import normalise_rows
 
     raw = data.draw(row_lists(min_size=1))
-    unique = list({key: row for key, row in zip(normalise_rows(raw, decimal), raw)}.values())
+    unique = list({key: row for key, row in zip(normalise_rows(raw, decimal), raw, strict=True)}.values())
     with_distinct = data.draw(st.permutations(unique))  # a HashAggregate may return them in another order
     for cond in (Conditions(decimal=decimal), Conditions(distinct=True, decimal=decimal)):
         assert compare(result(with_distinct), result(unique), cond, False).match

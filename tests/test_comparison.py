@@ -6,8 +6,9 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,8 @@ from evalbench.errors import EvalbenchError
 from evalbench.orchestrator import run
 from evalbench.results import read_journal
 from evalbench.results.comparison import (
-    Comparison,
     CompareError,
+    Comparison,
     Flip,
     IncomparableRuns,
     PhaseComparison,
@@ -174,7 +175,7 @@ def test_another_pass_fail_metric(runs):
 def test_each_phase_own_verdict(runs):
     c = _compare(*runs, metric="success")
     verdict = {}
-    for label, run_dir in zip("ab", runs):
+    for label, run_dir in zip("ab", runs, strict=True):
         for record in read_journal(run_dir):
             for phase in record["phases"]:
                 if "passed" in phase:
@@ -250,7 +251,7 @@ def test_not_a_run_directory(runs, tmp_path):
     with pytest.raises(CompareError, match="no such run directory"):
         _compare(tmp_path / "missing", runs[1])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CompareError, match="no manifest.json"):
+    with pytest.raises(CompareError, match=r"no manifest\.json"):
         _compare(runs[0], tmp_path / "empty")
 
 

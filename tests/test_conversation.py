@@ -105,7 +105,7 @@ def test_invalid_item_when_the_golden_sql_fails_and_the_agent_is_never_asked(dem
 
 
 def test_db_error_when_the_database_is_down_at_the_golden_sql(demo_sandbox):
-    from evalbench.db.sandbox import Sandbox
+    from evalbench.backends.postgres.sandbox import Sandbox
 
     down = Sandbox("postgresql://nobody@127.0.0.1:1/none", pool_size=1, statement_timeout_s=1, max_rows=10,
                    connect_timeout_s=2)

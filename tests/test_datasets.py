@@ -8,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.conftest import DEMO, shared_dataset
 
 from evalbench.cli import main
 from evalbench.dataset import Dataset, Item, RecordError, load_items
 from evalbench.errors import DatasetError
+from tests.conftest import DEMO, shared_dataset
 
 
 def bird(n: int, **changes) -> dict:
@@ -606,3 +606,19 @@ def test_bird_interact_sol_sql_given_as_a_json_string_is_read_as_its_list():
     assert bird_interact_items(raw, "f:1", ["postgres"])[0].golden_sql == ["SELECT 1", "SELECT 2"]
     raw["sol_sql"] = "SELECT [1] FROM t"  # not JSON: one SQL text
     assert bird_interact_items(raw, "f:1", ["postgres"])[0].golden_sql == ["SELECT [1] FROM t"]
+
+
+def test_bird_interact_record_names_its_dialect(tmp_path):
+    """A BIRD-Interact record's optional "dialect" key (normalised; PostgreSQL when absent) decides
+    which requested dialect yields its item."""
+    from evalbench.dataset.formats import bird_interact_items
+
+    assert bird_interact_items(bird(1), "f:1", ["postgres"])[0].dialect == "postgres"
+    assert bird_interact_items(bird(1, dialect="SQLite"), "f:1", ["postgres"]) == []
+    assert bird_interact_items(bird(1, dialect="SQLite"), "f:1", ["sqlite"])[0].dialect == "sqlite"
+    assert bird_interact_items(bird(1, dialect="postgresql"), "f:1", ["postgres"])[0].dialect == "postgres"
+    assert bird_interact_items(bird(1), "f:1", ["sqlite"]) == []
+
+    items, errors = load_items(DEMO / "greenleaf_sqlite.jsonl", dialects=["sqlite"])
+    assert not errors and len(items) == 43 and {i.dialect for i in items} == {"sqlite"}
+    assert load_items(DEMO / "greenleaf_sqlite.jsonl", dialects=["postgres"])[0] == []

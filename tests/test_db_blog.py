@@ -9,8 +9,8 @@ import json
 import psycopg
 import pytest
 
+from evalbench.backends.postgres.embedded import embedded_url
 from evalbench.config import load_run_config
-from evalbench.db.embedded import embedded_url
 from evalbench.orchestrator import run
 from evalbench.results import read_journal
 from tests.conftest import shared_dataset
@@ -118,10 +118,10 @@ def test_db_blog_validate_and_management_test_cases(tmp_path, pgdata, capsys):
     """`validate` states a reason for every invalid item; every management task it does not
     report has test cases that pass for the golden SQL and fail for a statement that changes
     nothing (checked here again, item by item)."""
+    from evalbench.backends.postgres.provision import find_setup, provision
+    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
     from evalbench.cli import main
     from evalbench.config import DatabaseConfig
-    from evalbench.db.provision import find_setup, provision
-    from evalbench.db.target import libpq_conninfo, resolve_target
     from evalbench.scoring.test_case_runner import run_test_case
     from evalbench.validate import NO_OP_SQL
     from tests.test_test_cases import _db_blog_items

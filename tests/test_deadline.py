@@ -8,8 +8,9 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -64,7 +65,7 @@ class SlowServer:
                     body += conn.recv(65536)
                 path = header.split(b" ")[1].decode()
                 self.requests.append(path)
-                if not (path.endswith("/run") or path.endswith("/chat/completions")):
+                if not (path.endswith(("/run", "/chat/completions"))):
                     payload = b'{"id": "s1"}'
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
                     continue
@@ -153,7 +154,7 @@ def test_a_reply_larger_than_the_cap_is_a_protocol_failure(slow_server):
 
 
 def test_a_script_of_slow_statements_shares_one_statement_timeout(demo_sandbox):
-    from evalbench.db.sandbox import Sandbox
+    from evalbench.backends.postgres.sandbox import Sandbox
 
     sandbox = Sandbox(demo_sandbox.conninfo, pool_size=1, statement_timeout_s=1.0, max_rows=10)
     budget = 1.0

@@ -11,8 +11,9 @@ import json
 import re
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -30,6 +31,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "evalbench"
 DEMO = ROOT / "datasets" / "demo"
 BAT_INTERACT = "datasets/bat-interact/example_run_config.yaml"
 BIRD_INTERACT = "datasets/bird-interact/example_run_config.yaml"
+BAT_SQLITE = "datasets/bat/example_run_config.yaml"
 DEMO_KEYS = {"dataset_config": str(DEMO / "greenleaf.jsonl"), "dataset_directory": str(DEMO),
              "setup_directory": str(DEMO / "setup")}
 GDA_TOOL = "cloud_gda_query_tool_alloydb"
@@ -168,7 +170,7 @@ def test_bird_interact_config_loads_with_evalbench_meaning(evalbench_root):
     assert config.follow_up_enabled is True  # EvalBench's interact flow
     assert config.agent.agent == "gemini" and config.agent.model == "gemini-2.5-pro" and config.agent.base_prompt == ""
     assert config.scorers["llmrater"]["vertex_model"] == "gemini-1.5-pro-002"
-    [db] = config.database_configs
+    [_db] = config.database_configs
     # EvalBench's db config names a server serving every database of its dialect (get_database)
     served = config.database_for("postgres", "greenleaf")
     assert (served.database_name, served.host, served.port) == ("greenleaf", "127.0.0.1", 5432)
@@ -242,6 +244,36 @@ def test_bird_interact_runs_against_local_fakes(evalbench_root, fakes, socket_ho
     assert [p["phase"] for p in record["phases"]] == ["main", "follow_up"]
     assert [t["vuser"]["action_kind"] for t in record["turns"] if t.get("vuser")] == ["labeled"]
     assert gemini.agent_calls == 3  # the question, the SQL, the follow-up's SQL
+
+
+@pytest.mark.slow
+def test_bat_sqlite_stock_config_runs_with_only_paths_changed(evalbench_root, monkeypatch):
+    """EvalBench's stock SQLite example (datasets/bat) on db_blog's SQLite setup: the database
+    file is built at the db config's database_path, the gemini agent answers through the fake
+    Gemini API, and EvalBench's scorers run."""
+    from tests.conftest import shared_dataset
+
+    shared = shared_dataset("db_blog")
+    bat = evalbench_root / "datasets" / "bat"
+    shutil.copy(shared / "nl2sql_evalbench_format.json", bat / "prompts.json")
+    (bat / "setup").symlink_to(shared / "setup")
+    items = {item.id: item for item in load_items(bat / "prompts.json", dialects=["sqlite"])[0]}
+    ids = sorted(items)[:2]  # the stock execs_per_minute: 5 make every model call slow
+    gemini = FakeGemini(items)
+    with FakeLLMServer(responder=gemini) as server:
+        monkeypatch.setenv("EVALBENCH_COMPAT_GEMINI_URL", server.url)
+        monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
+        config = load_run_config(BAT_SQLITE, subset={"item_ids": ids}, run_id="bat-sqlite")
+        result = orchestrator.run(config, progress=False)
+    records = {r["item_id"]: r for r in read_journal(result.run_dir)}
+    assert set(records) == set(ids) and all(r["dialect"] == "sqlite" for r in records.values())
+    assert all(r["outcome"] == "scored" for r in records.values()), [r["error"] for r in records.values()]
+    for record in records.values():
+        scores = record["phases"][0]["scores"]
+        assert scores["executable"]["passed"] and scores["exact_match"]["passed"] and scores["set_match"]["passed"]
+    assert (evalbench_root / "db_connections" / "bat" / "db_blog.db").is_file()
+    databases = json.loads((result.run_dir / "summary.json").read_text())["databases"]
+    assert databases["sqlite/db_blog"]["action"] == "created"
 
 
 # --------------------------------------------------------------------------- dialects
@@ -374,7 +406,7 @@ def test_decode_reply_is_taken_out_of_its_tags():
     ("orchestrator: geminicli", "unknown orchestrator 'geminicli'"),
     ("model_config: {generator: query_data_api}", "generator 'query_data_api' is not supported"),
     ("model_config: {generator: gemini_cli}", "generator 'gemini_cli' is not a data agent here"),
-    ("database_configs: [{database_name: d, db_type: sqlite}]", "db_type"),
+    ("database_configs: [{database_name: d, db_type: oracle}]", "unknown db_type 'oracle'"),
     ("vuser_model_config: {generator: gcp_vertex_claude}", "the virtual user is a Gemini model"),
     ("scorers: {executable_sql: null, executable: null}", "EvalBench's name of 'executable'"),
     ("max_turn: 3\nmax_turns: 4", "max_turn is EvalBench's name of max_turns"),

@@ -6,8 +6,9 @@ import csv
 import io
 import json
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -62,8 +63,8 @@ def journal(run_dir: Path) -> list[dict[str, Any]]:
 
 def test_evalbench_column_constants_follow_evalbench_conventions():
     # EvalBench dumps eval outputs and scores with json.dump(sort_keys=True) before building frames.
-    assert EVALBENCH_EVALS_COLUMNS == sorted(EVALBENCH_EVALS_COLUMNS)
-    assert EVALBENCH_SCORES_COLUMNS == sorted(EVALBENCH_SCORES_COLUMNS)
+    assert sorted(EVALBENCH_EVALS_COLUMNS) == EVALBENCH_EVALS_COLUMNS
+    assert sorted(EVALBENCH_SCORES_COLUMNS) == EVALBENCH_SCORES_COLUMNS
     assert len(set(EVALBENCH_EVALS_COLUMNS)) == len(EVALBENCH_EVALS_COLUMNS) == 29
     assert EVALBENCH_SUMMARY_COLUMNS == ["metric_name", "metric_score", "correct_results_count", "total_results_count",
                                          "job_id", "run_time"]
@@ -88,7 +89,7 @@ def test_headers_are_evalbench_columns_then_ours(run_dir, name, base, extra):
 def test_extensions_off_gives_exactly_evalbench_headers(run_dir, tmp_path):
     paths = write_evalbench_csvs(run_dir, out_dir=tmp_path, extensions=False)
     expected = [EVALBENCH_EVALS_COLUMNS, EVALBENCH_SCORES_COLUMNS, EVALBENCH_SUMMARY_COLUMNS, EVALBENCH_CONFIGS_COLUMNS]
-    for path, columns in zip(paths, expected):
+    for path, columns in zip(paths, expected, strict=True):
         assert read_rows(path)[0] == columns, path.name
     assert not any(row["config"].startswith("run.") for row in read_rows(paths[3])[1])
 
@@ -115,7 +116,7 @@ def test_evals_rows_carry_the_phase_sql_results_and_errors(run_dir):
     _, rows = read_rows(run_dir / "evals.csv")
     outcomes = set()
     for row in rows:
-        record, phase = by_key[(row["item_id"], row["phase"])]
+        _record, phase = by_key[(row["item_id"], row["phase"])]
         assert row["nl_prompt"] == phase["question"]
         assert row["generated_sql"] == (phase["sql"] or "")
         assert row["outcome"] == phase["outcome"]
@@ -128,7 +129,7 @@ def test_evals_rows_carry_the_phase_sql_results_and_errors(run_dir):
             text = row["generated_result"]
             rows_json, _, more = text.partition("...and ")
             preview = json.loads(rows_json)
-            assert preview == [dict(zip(generated["columns"], values)) for values in generated["preview"]]
+            assert preview == [dict(zip(generated["columns"], values, strict=True)) for values in generated["preview"]]
             if generated["row_count"] > len(generated["preview"]):
                 assert more == f"{generated['row_count'] - len(generated['preview'])} more items truncated"
             else:

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from evalbench.backends.postgres.provision import find_setup, provision
+from evalbench.backends.postgres.sandbox import Sandbox
+from evalbench.backends.postgres.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
 from evalbench.config import DatabaseConfig
-from evalbench.db.provision import find_setup, provision
-from evalbench.db.sandbox import Sandbox
-from evalbench.db.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
 
 pytestmark = pytest.mark.external_pg
 

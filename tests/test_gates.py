@@ -44,7 +44,7 @@ def test_metric_values():
     assert metric_value(SUMMARY, "success") == 0.6
     assert metric_value(SUMMARY, "turn_count") == 2.1
     assert metric_value(SUMMARY, "mean_reward") == 0.51
-    with pytest.raises(ConfigError, match="unknown metric 'exec'.*exec_match"):
+    with pytest.raises(ConfigError, match=r"unknown metric 'exec'.*exec_match"):
         metric_value(SUMMARY, "exec")
 
 
@@ -104,8 +104,8 @@ def test_max_regression_against_a_baseline(runs, capsys):
     drop = rate[better] - rate[worse]
     assert drop > 0, "the two seeds should differ"
     args = ["report", str(worse), "--no-html", "--baseline", str(better)]
-    assert main(args + ["--max-regression", f"success={drop + 0.001}"]) == 0
-    assert main(args + ["--max-regression", f"success={drop - 0.001}"]) == 1
+    assert main([*args, "--max-regression", f"success={drop + 0.001}"]) == 0
+    assert main([*args, "--max-regression", f"success={drop - 0.001}"]) == 1
     assert main(["report", str(worse), "--no-html", "--max-regression", "success=0.1"]) == 2  # needs --baseline
     assert "--baseline" in capsys.readouterr().err
 

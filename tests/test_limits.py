@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -15,7 +16,7 @@ def test_rate_is_spaced_not_slotted():
     for _ in range(4):
         with limiter.slot():
             starts.append(time.monotonic())
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert all(gap >= 0.095 for gap in gaps), gaps  # a lower bound: sleeps never end early
 
 

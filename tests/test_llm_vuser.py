@@ -10,9 +10,10 @@ import hashlib
 import json
 import re
 from collections import deque
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from evalbench.agents.config import default_prompt
+from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import Conversation, Outcome, PhaseRecord
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.errors import ConfigError
 from evalbench.scoring import SCORERS, Score, build_scorers
 from evalbench.scoring.llmrater import PREVIEW_ROWS, LlmRater, preview

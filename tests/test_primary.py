@@ -51,9 +51,9 @@ def _figures(run_dir: Path) -> dict:
 
 def test_reordering_the_scorers_changes_no_verdict_and_no_figure(runs):
     a, b = runs["ordered"], runs["reversed"]
-    for ra, rb in zip(sorted(read_journal(a), key=lambda r: r["item_id"]), sorted(read_journal(b), key=lambda r: r["item_id"])):
+    for ra, rb in zip(sorted(read_journal(a), key=lambda r: r["item_id"]), sorted(read_journal(b), key=lambda r: r["item_id"]), strict=True):
         assert ra["item_id"] == rb["item_id"] and ra["reward"] == rb["reward"]
-        for pa, pb in zip(ra["phases"], rb["phases"]):
+        for pa, pb in zip(ra["phases"], rb["phases"], strict=True):
             assert (pa["primary"], pa["passed"]) == (pb["primary"], pb["passed"]), ra["item_id"]
             assert {n: s["passed"] for n, s in pa["scores"].items()} == {n: s["passed"] for n, s in pb["scores"].items()}
     assert _figures(a) == _figures(b)
@@ -91,7 +91,7 @@ def test_baseline_gates_refuse_other_semantics_unless_forced(runs, capsys):
             "--max-regression", "success=100%"]
     assert main(base) == 2
     assert "decides its verdicts otherwise" in capsys.readouterr().err
-    assert main(base + ["--force"]) == 0
+    assert main([*base, "--force"]) == 0
 
 
 def test_primary_config_is_validated(tmp_path):

@@ -12,11 +12,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from evalbench.backends.postgres.provision import PROVISIONING_VERSION, find_setup, provision
+from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo, resolve_target
 from evalbench.config import DatabaseConfig
-from evalbench.db.provision import find_setup, provision
-from evalbench.db.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo, resolve_target
 from evalbench.errors import ProvisioningError
-
 from tests.conftest import shared_dataset
 
 SETUP_SQL = """\
@@ -112,7 +111,7 @@ def test_first_provisioning_creates_and_loads_rows_exactly(pgdata, tmp_path):
 
     assert report.action == "created"
     assert report.database == name
-    assert report.checksum == setup.checksum()
+    assert report.checksum == setup.checksum(PROVISIONING_VERSION)
     assert report.tables_loaded == 1
     assert report.rows_loaded == 3
     assert report.sandbox_user == SANDBOX_ROLE
@@ -126,7 +125,7 @@ def test_first_provisioning_creates_and_loads_rows_exactly(pgdata, tmp_path):
     assert fetch(target, "SELECT indexname FROM pg_indexes WHERE indexname = 'items_name_idx'") == [("items_name_idx",)]
     assert fetch(target, "SELECT count(*) FROM empty_things") == [(0,)]
     comment = fetch(target, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (name,))
-    assert comment == [(f"evalbench:ok:{setup.checksum()}",)]
+    assert comment == [(f"evalbench:ok:{setup.checksum(PROVISIONING_VERSION)}",)]
 
 
 def test_unchanged_setup_is_reused_without_reloading(pgdata, tmp_path):
@@ -166,12 +165,12 @@ def test_changed_setup_is_rebuilt(pgdata, tmp_path, change):
     else:
         (root / name / "data" / "empty_things.csv").write_text("3,'three'\n", encoding="utf-8")
     setup = find_setup(root, name, "postgres")
-    assert setup is not None and setup.checksum() != first.checksum
+    assert setup is not None and setup.checksum(PROVISIONING_VERSION) != first.checksum
 
     second = provision(target, setup)
 
     assert second.action == "rebuilt"
-    assert second.checksum == setup.checksum()
+    assert second.checksum == setup.checksum(PROVISIONING_VERSION)
     assert fetch(target, "SELECT id FROM items ORDER BY id") == [(i,) for i in expected_ids]  # marker gone
     if change == "setup_sql":
         assert fetch(target, "SELECT count(*) FROM extra") == [(0,)]

@@ -139,7 +139,7 @@ def test_ctrl_c_marks_in_flight_cancelled_writes_reports_and_resumes(tmp_path, r
     process = _start(config_path, "interrupted")
     _wait_for_lines(tmp_path / "interrupted" / "conversations.jsonl", 5, process)
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
+    _out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
     assert "--resume" in err
     run_dir = tmp_path / "interrupted"

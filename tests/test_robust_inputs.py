@@ -12,8 +12,9 @@ import json
 import re
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -108,10 +109,10 @@ def _key_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]
     out = [prefix] if prefix else []
     if isinstance(value, dict):
         for key, sub in value.items():
-            out += _key_paths(sub, prefix + (key,))
+            out += _key_paths(sub, (*prefix, key))
     elif isinstance(value, list):
         for index, sub in enumerate(value):
-            out += _key_paths(sub, prefix + (index,))
+            out += _key_paths(sub, (*prefix, index))
     return out
 
 

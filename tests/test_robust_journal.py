@@ -174,7 +174,7 @@ def test_duplicated_journal_lines_are_counted_once(finished_run, tmp_path, capsy
     run_dir = _copy(finished_run, tmp_path / "duplicated")
     original = _summary(finished_run)
     lines = (run_dir / JOURNAL).read_bytes().splitlines(keepends=True)
-    (run_dir / JOURNAL).write_bytes(b"".join(lines + [lines[0], lines[7], lines[7]]))
+    (run_dir / JOURNAL).write_bytes(b"".join([*lines, lines[0], lines[7], lines[7]]))
     with caplog.at_level(logging.WARNING, logger="evalbench.results"):
         assert main(["report", str(run_dir), "--no-html", "--fail-under", "success=0"]) == 0
     assert "3 conversation record(s) are repeated later in the journal" in caplog.text
@@ -195,4 +195,4 @@ def test_an_incomplete_baseline_fails_max_regression_unless_allowed(finished_run
     args = ["report", str(candidate), "--no-html", "--baseline", str(baseline), "--max-regression", "success=100%"]
     assert main(args) == 1
     assert "gate baseline complete: FAIL (the baseline run is incomplete (30 of 43" in capsys.readouterr().out
-    assert main(args + ["--allow-incomplete"]) == 0
+    assert main([*args, "--allow-incomplete"]) == 0

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from evalbench.backends.postgres.provision import find_setup
 from evalbench.cli import main
-from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset import Dataset
-from evalbench.db.provision import find_setup
+from evalbench.dataset.knowledge import load_knowledge
 from evalbench.errors import ProvisioningError
 from evalbench.results import read_journal
 from evalbench.results.files import JOURNAL, OutputError

@@ -77,7 +77,7 @@ def test_runs_lists_runs_oldest_first_with_headline_and_status(runs_root: Path, 
     assert lines[0].split()[:3] == ["RUN", "DATE", "(UTC)"]
     listed = [line.split()[0] for line in lines[1:4]]
     assert listed == list(RUNS)  # made in that order: sorted by date
-    for line, run_id in zip(lines[1:4], RUNS):
+    for line, run_id in zip(lines[1:4], RUNS, strict=True):
         summary = json.loads((runs_root / run_id / "summary.json").read_text())
         main_phase = summary["success"]["main"]
         lo, hi = main_phase["ci"]
@@ -420,7 +420,7 @@ def test_report_embeds_the_sql_diff(runs_root: Path) -> None:
     data = embedded_data((run / "report.html").read_text(encoding="utf-8"))
     assert len(data["diffs"]) == len(data["details"]) == len(records_of(run))
     shown = 0
-    for detail, diffs in zip(data["details"], data["diffs"]):
+    for detail, diffs in zip(data["details"], data["diffs"], strict=True):
         expected = [sql_diff((p["golden_sql"] or [None])[0], p["sql"]) for p in detail["phases"]]
         assert diffs == (expected if any(expected) else None)
         shown += sum(1 for d in expected if d)

@@ -5,17 +5,17 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psycopg
 import pytest
 
+from evalbench.backends.postgres.provision import ProvisionReport, find_setup, provision
+from evalbench.backends.postgres.sandbox import Sandbox
+from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo, resolve_target
 from evalbench.config import DatabaseConfig
-from evalbench.db.provision import ProvisionReport, find_setup, provision
-from evalbench.db.sandbox import Sandbox
-from evalbench.db.statements import split_statements, statement_kind
-from evalbench.db.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo, resolve_target
+from evalbench.statements import split_statements, statement_kind
 
 SETUP_SQL = """\
 CREATE TABLE t (id serial PRIMARY KEY, v text NOT NULL, n int);

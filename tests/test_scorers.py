@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import (
     AgentReply,
     Conversation,
@@ -20,7 +21,6 @@ from evalbench.conversation import (
     Turn,
 )
 from evalbench.dataset import Conditions
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.errors import ConfigError
 from evalbench.results.record import reward
 from evalbench.scoring import SCORERS, Score, build_scorers
@@ -405,7 +405,7 @@ def test_reward_edge_cases(scores: dict[str, Score], outcome: Outcome | None, va
 ALL_NEW = ["set_match", "exact_match", "sql_exact_match", "returned_sql", "recall_match", "clarification", "latency", "tokens", "bird_interact_reward"]
 
 
-@pytest.mark.parametrize("name", ALL_NEW + ["regexp_matcher"])
+@pytest.mark.parametrize("name", [*ALL_NEW, "regexp_matcher"])
 def test_never_raises_on_bad_input(name: str) -> None:
     scorer = SCORERS.get(name)({"pattern": "x"} if name == "regexp_matcher" else {})
     for sql, generated, goldens in [(None, None, []), ("", None, [res([])]), ("SELECT", res([], error="e"), []),

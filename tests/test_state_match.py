@@ -52,7 +52,7 @@ def test_the_golden_update_and_equivalent_statements_pass(demo_sandbox, answer):
     ("ALTER TABLE products ADD COLUMN note text", "schema"),
 ])
 def test_a_wrong_statement_fails(demo_sandbox, answer, why):
-    conv, phase, score = judge(GOLDEN_UPDATE, answer, demo_sandbox)
+    _conv, phase, score = judge(GOLDEN_UPDATE, answer, demo_sandbox)
     assert score.passed is False and why in score.detail, score.detail
     assert phase.scores["executable"].passed is True  # it ran: executing is not passing
     assert phase.passed is False

@@ -149,7 +149,7 @@ def test_paired_diff_ci_is_ordered_bounded_and_deterministic(counts, seed):
 @given(cells.filter(lambda c: sum(c) >= 20), st.integers(0, 1000))
 @settings(max_examples=150, deadline=None)
 def test_paired_diff_ci_contains_the_difference(counts, seed):
-    n11, n10, n01, n00 = counts
+    _n11, n10, n01, _n00 = counts
     low, high = paired_diff_ci(*counts, resamples=RESAMPLES, seed=seed)
     assert low <= (n01 - n10) / sum(counts) <= high
 

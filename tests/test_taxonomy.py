@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 

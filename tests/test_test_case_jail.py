@@ -27,9 +27,9 @@ def secret_in_the_environment(monkeypatch):
 
 @pytest.fixture(scope="module")
 def conninfo(pgdata) -> str:
+    from evalbench.backends.postgres.provision import find_setup, provision
+    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
     from evalbench.config import DatabaseConfig
-    from evalbench.db.provision import find_setup, provision
-    from evalbench.db.target import libpq_conninfo, resolve_target
     from tests.conftest import DEMO
 
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
@@ -39,7 +39,7 @@ def conninfo(pgdata) -> str:
 
 @pytest.fixture(scope="module")
 def admin_conninfo(pgdata) -> str:
-    from evalbench.db.embedded import embedded_url
+    from evalbench.backends.postgres.embedded import embedded_url
 
     return embedded_url(pgdata, "greenleaf")
 

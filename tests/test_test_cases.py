@@ -27,9 +27,9 @@ def test_case(pred_sqls, sol_sqls, db_name, conn):
 
 @pytest.fixture(scope="module")
 def conninfo(pgdata) -> str:
+    from evalbench.backends.postgres.provision import find_setup, provision
+    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
     from evalbench.config import DatabaseConfig
-    from evalbench.db.provision import find_setup, provision
-    from evalbench.db.target import libpq_conninfo, resolve_target
     from tests.conftest import DEMO
 
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
@@ -185,9 +185,9 @@ def test_scorer(conninfo):
 @pytest.fixture(scope="module")
 def db_blog_conninfo(pgdata) -> str:
     root = shared_dataset("db_blog")
+    from evalbench.backends.postgres.provision import find_setup, provision
+    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
     from evalbench.config import DatabaseConfig
-    from evalbench.db.provision import find_setup, provision
-    from evalbench.db.target import libpq_conninfo, resolve_target
 
     target = resolve_target(DatabaseConfig(database_name="db_blog"), pgdata)
     report = provision(target, find_setup(root / "setup", "db_blog", "postgres"))
@@ -281,10 +281,10 @@ def test_demo_management_item(conninfo, instance_id):
 @pytest.fixture(scope="module")
 def clones(pgdata):
     """The demo database's copy factory, as a run makes it (provisioning leaves the template)."""
+    from evalbench.backends.postgres.clones import CloneFactory
+    from evalbench.backends.postgres.provision import find_setup, provision
+    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
     from evalbench.config import DatabaseConfig
-    from evalbench.db.clones import CloneFactory
-    from evalbench.db.provision import find_setup, provision
-    from evalbench.db.target import libpq_conninfo, resolve_target
     from tests.conftest import DEMO
 
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)

@@ -8,27 +8,25 @@ for every clarification answer and for the follow-up question, closed when it co
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from evalbench.conversation import AgentSession
 from evalbench.registry import Registry
 
 if TYPE_CHECKING:
-    from evalbench.conversation import AgentReply, Conversation
+    from evalbench.conversation import Conversation
     from evalbench.dataset.knowledge import Knowledge
 
-
-class AgentSession(Protocol):
-    def send(self, text: str) -> "AgentReply": ...
-
-    def close(self) -> None: ...
+__all__ = ["AGENTS", "Agent", "AgentContext", "AgentFactory", "AgentSession", "build_agent"]
 
 
 class Agent(Protocol):
     name: str
     sticky: bool  # False only to demonstrate agents that forget (session: per_turn)
 
-    def open_session(self, conversation: "Conversation") -> AgentSession: ...
+    def open_session(self, conversation: Conversation) -> AgentSession: ...
 
     def describe(self) -> dict[str, Any]:
         """Settings that identify this agent in the manifest (no secrets)."""
@@ -51,14 +49,14 @@ class AgentContext:
 
     seed: int = 0
     schema: Callable[[str, str], str] = _no_schema  # (dialect, database) -> schema text
-    knowledge: "Knowledge" = field(default_factory=dict)
+    knowledge: Knowledge = field(default_factory=dict)
     # (dialect, database, sql) -> rows, read-only through the sandbox (None: failed or unknown
     # database); for offline agents that answer in words
     query: Callable[[str, str, str], list[tuple[Any, ...]] | None] = _no_query
 
 
 AgentFactory = Callable[[Any, AgentContext], Agent]  # (agent config, context) -> Agent
-AGENTS: Registry[AgentFactory] = Registry("agent")
+AGENTS: Registry[AgentFactory] = Registry("agent", group="evalbench.agents")  # plugins: docs/extending.md
 
 # The module that registers each agent kind, imported only when that kind is used.
 _MODULES = {
@@ -70,6 +68,11 @@ _MODULES = {
     "predictions": "evalbench.agents.predictions",
     "replay": "evalbench.agents.replay",
 }
+
+
+def known_agents() -> list[str]:
+    """Built-in agent names and those of installed plugins."""
+    return sorted(set(_MODULES) | set(AGENTS.names()))
 
 
 def build_agent(config: Any, context: AgentContext | int = 0) -> Agent:

@@ -74,7 +74,7 @@ class AdkAgent:
             "execs_per_minute": c.execs_per_minute, "max_concurrency": c.max_concurrency,
         }
 
-    def open_session(self, conversation: Conversation) -> "AdkSession":
+    def open_session(self, conversation: Conversation) -> AdkSession:
         session = AdkSession(self)
         try:
             response = session.request("POST", self.sessions_path, json={})
@@ -269,15 +269,15 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
                     calls[call.id] = call
             elif part.get("functionResponse"):
                 fr = part["functionResponse"]
-                call = calls.get(fr.get("id") or "")
-                if call is None:  # a response without a visible call (e.g. a tool run server-side)
-                    call = ToolCall(name=fr.get("name", ""), id=fr.get("id"))
-                    ordered.append(call)
-                call.response = fr.get("response")
+                answered = calls.get(fr.get("id") or "")
+                if answered is None:  # a response without a visible call (e.g. a tool run server-side)
+                    answered = ToolCall(name=fr.get("name", ""), id=fr.get("id"))
+                    ordered.append(answered)
+                answered.response = fr.get("response")
             elif part.get("text") and not part.get("thought") and not from_user:
                 texts.append(part["text"])
     text = "\n".join(t.strip() for t in texts if t.strip())
-    base = dict(text=text, tool_calls=ordered, usage=usage)
+    base: dict[str, Any] = dict(text=text, tool_calls=ordered, usage=usage)
     if error is not None:
         return AgentReply(ReplyKind.ERROR, error=error, error_kind="agent", **base)
     order = ["gda", "request_input", "sql_tool", "text"] if convention.convention == "auto" else [convention.convention]

@@ -304,7 +304,7 @@ class ChatAgent:
             reply_format=REPLY_FORMATS[self.config.clarification],
         )
 
-    def open_session(self, conversation: Conversation) -> "ChatSession":
+    def open_session(self, conversation: Conversation) -> ChatSession:
         return ChatSession(self, self.system_prompt(conversation.item))
 
     def describe(self) -> dict[str, Any]:

@@ -16,17 +16,14 @@ which retries it with our backoff. Prompt, protocol and failures: :mod:`evalbenc
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from google.genai import errors as genai_errors
 from google.genai import types
 
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.chat import (
     BODY_KEPT,
     TOOLS,
-    CallFailed,
     ChatAgent,
     ModelTurn,
     ToolResult,
@@ -34,12 +31,9 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
-from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
 from evalbench.genai_client import first_candidate, generate, make_genai_client
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
 def _schema(spec: dict[str, Any]) -> types.Schema:
@@ -67,7 +61,7 @@ class GeminiAgent(ChatAgent):
         made = make_genai_client(config, who="gemini agent", config_key="model_config")
         self.client, self.project, self.location = made.client, made.project, made.location
         tools = [types.Tool(function_declarations=FUNCTION_DECLARATIONS)] if self.function_calling else None
-        self._base_config = dict(
+        self._base_config: dict[str, Any] = dict(
             temperature=config.temperature,
             seed=self.seed,
             max_output_tokens=config.max_output_tokens,
@@ -109,34 +103,6 @@ class GeminiAgent(ChatAgent):
         return _read(response)
 
 
-def api_failure(exc: genai_errors.APIError) -> CallFailed:
-    code = int(exc.code or 0)
-    message = f"HTTP {code} {exc.status or ''}: {exc.message or exc.details}"[:BODY_KEPT]
-    if code in RETRY_STATUSES:
-        return CallFailed(message, f"http_{code}", retryable=True, retry_after=_retry_after(exc))
-    return CallFailed(message, f"http_{code}")
-
-
-def _retry_after(exc: genai_errors.APIError) -> float | None:
-    """``Retry-After``, else the ``RetryInfo.retryDelay`` of a Google API error body."""
-    headers = getattr(exc.response, "headers", None)
-    if headers is not None:
-        try:
-            seconds = parse_retry_after(headers.get("retry-after"))
-        except AttributeError:
-            seconds = None
-        if seconds is not None:
-            return seconds
-    details = exc.details if isinstance(exc.details, dict) else {}
-    error = details.get("error", details) if isinstance(details.get("error", details), dict) else {}
-    for detail in error.get("details") or []:
-        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
-            match = _DURATION.match(str(detail.get("retryDelay", "")))
-            if match:
-                return float(match.group(1))
-    return None
-
-
 def _read(response: types.GenerateContentResponse) -> ModelTurn:
     raw = truncate(response.model_dump_json(
         exclude_none=True, by_alias=True, exclude={"sdk_http_response", "automatic_function_calling_history"}
@@ -147,7 +113,7 @@ def _read(response: types.GenerateContentResponse) -> ModelTurn:
         usage.prompt = int(meta.prompt_token_count or 0)
         usage.completion = int(meta.candidates_token_count or 0) + int(meta.thoughts_token_count or 0)
         usage.total = int(meta.total_token_count or 0)
-    candidate = first_candidate(response, raw=truncate(raw, BODY_KEPT))
+    candidate = first_candidate(response, raw=truncate(raw, BODY_KEPT) or "")
     content = candidate.content
     texts: list[str] = []
     calls: list[ToolCall] = []

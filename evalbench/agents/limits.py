@@ -12,8 +12,8 @@ import email.utils
 import random
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from evalbench import deadline
 from evalbench.ratelimit import RateLimiter

@@ -27,7 +27,7 @@ LISTED = 10  # unused ids named in the warning
 
 
 class PredictionsSession:
-    def __init__(self, agent: "PredictionsAgent", conversation: Conversation) -> None:
+    def __init__(self, agent: PredictionsAgent, conversation: Conversation) -> None:
         self.agent = agent
         self.conv = conversation
 

@@ -153,7 +153,8 @@ def reply_of(recorded: dict[str, Any]) -> AgentReply:
     if kind is ReplyKind.SQL and isinstance(sql, str) and _CLIPPED.search(sql):
         return _error("replay: the journal holds only the beginning of this SQL (it was longer than the "
                       "journal keeps), so it cannot be run again")
-    usage = recorded.get("usage") if isinstance(recorded.get("usage"), dict) else {}
+    usage = recorded.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     calls = [ToolCall(name=str(c.get("name") or ""), args=c["args"] if isinstance(c.get("args"), dict) else {"value": c.get("args")},
                       response=c.get("response"), id=c.get("id"))
              for c in recorded.get("tool_calls") or [] if isinstance(c, dict)]
@@ -171,7 +172,7 @@ def _error(message: str, kind: str = "replay") -> AgentReply:
 
 
 class ReplaySession:
-    def __init__(self, agent: "ReplayAgent", conversation: Conversation) -> None:
+    def __init__(self, agent: ReplayAgent, conversation: Conversation) -> None:
         self.agent = agent
         self.conv = conversation
         self.key = conversation_key({"dialect": conversation.item.dialect, "item_id": conversation.item.id,

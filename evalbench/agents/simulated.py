@@ -18,20 +18,8 @@ import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.agents import AGENTS, AgentContext
+from evalbench.config_agents import FAILURE_KINDS  # noqa: F401 (re-exported; the config schema validates rates against it)
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, conversation_seed
-
-FAILURE_KINDS = (
-    "wrong_filter",  # a WHERE condition negated
-    "missing_column",  # last projected column dropped
-    "sql_error",  # a misspelled column name
-    "empty_result",  # an impossible filter
-    "needless_question",  # asks a question it does not need, then answers correctly
-    "skip_clarification",  # guesses instead of asking (and guesses wrong)
-    "no_answer",  # natural-language reply with no SQL
-    "agent_error",  # the agent crashes
-    "timeout",  # the agent does not answer in time
-    "nl_answer",  # not a failure: the right answer in words, no SQL (judged by answer_match)
-)
 
 DEFAULT_FAILURE_RATES = {
     "wrong_filter": 0.08,
@@ -65,7 +53,7 @@ class SimulatedAgent:
         return {"agent": self.name, "seed": self.seed, "latency_s": self.latency_s, "failure_rates": self.rates,
                 "session": "sticky" if self.sticky else "per_turn"}
 
-    def open_session(self, conversation: Conversation) -> "SimulatedSession":
+    def open_session(self, conversation: Conversation) -> SimulatedSession:
         return SimulatedSession(self, conversation)
 
     def close(self) -> None:
@@ -126,7 +114,7 @@ class SimulatedSession:
             self.asked.add("__needless__")
             return AgentReply(ReplyKind.CLARIFICATION, text="Should I include rows with missing values as well?")
         if failure == "skip_clarification" and ambiguous_terms:
-            return AgentReply(ReplyKind.SQL, sql=mutate(golden, "wrong_filter"))
+            return AgentReply(ReplyKind.SQL, sql=mutate(golden, "wrong_filter", self.item.dialect))
         for term in ambiguous_terms:
             if term not in self.asked:
                 self.asked.add(term)
@@ -138,7 +126,7 @@ class SimulatedSession:
             if words is not None:
                 return AgentReply(ReplyKind.ANSWER, text=words)
         if failure in ("wrong_filter", "missing_column", "sql_error", "empty_result"):
-            return AgentReply(ReplyKind.SQL, sql=mutate(golden, failure))
+            return AgentReply(ReplyKind.SQL, sql=mutate(golden, failure, self.item.dialect))
         return AgentReply(ReplyKind.SQL, sql=golden)
 
 
@@ -174,14 +162,18 @@ def in_words(value: Any) -> str:
 # --------------------------------------------------------------------------- SQL mutations
 
 
-def mutate(sql: str, kind: str) -> str:
+def mutate(sql: str, kind: str, dialect: str = "postgres") -> str:
     """``sql`` changed the way a careless agent would get it wrong. Falls back to a simpler
-    mutation when the SQL has nothing to change (no WHERE, a single column)."""
+    mutation when the SQL has nothing to change (no WHERE, a single column). ``dialect`` is the
+    item's (postgres, sqlite, duckdb, mysql are also sqlglot's names); one sqlglot does not know
+    (a product such as alloydb) is read and written as postgres."""
+    if sqlglot.Dialect.get(dialect) is None:
+        dialect = "postgres"
     body = sql.strip().rstrip(";").strip()
     if kind == "empty_result":
         return f"SELECT * FROM (\n{body}\n) AS answer WHERE FALSE"
     try:
-        tree = sqlglot.parse_one(body, read="postgres")
+        tree = sqlglot.parse_one(body, read=dialect)
     except sqlglot.errors.SqlglotError:
         tree = None
     if tree is not None:
@@ -189,19 +181,19 @@ def mutate(sql: str, kind: str) -> str:
             where = tree.find(exp.Where)
             if where is not None:
                 where.set("this", exp.Not(this=exp.Paren(this=where.this)))
-                return tree.sql(dialect="postgres")
+                return tree.sql(dialect=dialect)
             kind = "missing_column"
         if kind == "missing_column":
             select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
             if select is not None and len(select.expressions) > 1:
                 select.set("expressions", select.expressions[:-1])
-                return tree.sql(dialect="postgres")
+                return tree.sql(dialect=dialect)
             kind = "sql_error"
         if kind == "sql_error":
             column = tree.find(exp.Column)
             if column is not None:
                 column.set("this", exp.to_identifier(column.name + "_x"))
-                return tree.sql(dialect="postgres")
+                return tree.sql(dialect=dialect)
     return f"SELECT * FROM (\n{body}\n) AS answer WHERE no_such_column IS NULL"
 
 

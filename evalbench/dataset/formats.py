@@ -7,7 +7,8 @@ Problems raise :class:`RecordProblem` naming the key, which the loader turns int
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from evalbench.dataset.items import Ambiguity, Conditions, FollowUp, Item
 
@@ -122,7 +123,7 @@ def _ambiguities(raw: dict[str, Any]) -> list[Ambiguity]:
                 Ambiguity(
                     term=entry["term"],
                     sql_snippet=snippet if isinstance(snippet, str) else None,
-                    kind=kind,  # type: ignore[arg-type]
+                    kind=kind,
                     type=entry.get("type") if isinstance(entry.get("type"), str) else None,
                     is_mask=bool(entry.get("is_mask", False)),
                     knowledge_id=knowledge if isinstance(knowledge, int) and not isinstance(knowledge, bool) else None,
@@ -135,7 +136,8 @@ def _ambiguities(raw: dict[str, Any]) -> list[Ambiguity]:
 
 
 def bird_interact_items(raw: Any, source: str, dialects: Iterable[str]) -> list[Item]:
-    """A BIRD-Interact record. Its SQL is PostgreSQL, so it yields an item only for ``postgres``."""
+    """A BIRD-Interact record: one item for its dialect (the optional key ``dialect``, PostgreSQL
+    when absent) when that dialect is requested, else none."""
     if not isinstance(raw, dict):
         raise RecordProblem(f"expected a JSON object, got {type(raw).__name__}")
     item_id = _str(raw, "instance_id")
@@ -161,7 +163,9 @@ def bird_interact_items(raw: Any, source: str, dialects: Iterable[str]) -> list[
                 test_cases=_str_list(fu.get("test_cases"), "follow_up.test_cases"),
             )
         category = _str(raw, "category", required=False, default="Query") or "Query"
-        dialect = "postgres"
+        # BIRD-Interact's SQL is PostgreSQL; a record transpiled to another engine says which
+        # (datasets/demo/greenleaf_sqlite.jsonl carries "dialect": "sqlite").
+        dialect = normalise_dialect(_str(raw, "dialect", required=False, default="postgres") or "postgres")
         if dialect not in dialects:
             return []
         return [

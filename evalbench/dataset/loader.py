@@ -8,12 +8,13 @@ This keeps peak memory flat in the number of items.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from array import array
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from evalbench.dataset.formats import FORMATS, RecordProblem, detect_format
 from evalbench.dataset.items import Item, RecordError
@@ -127,11 +128,11 @@ class Dataset:
         digests = array("Q")
         scan = self._count(digests)
         ordered = sorted(digests)
-        self._duplicate_digests = {a for a, b in zip(ordered, ordered[1:]) if a == b}
+        self._duplicate_digests = {a for a, b in itertools.pairwise(ordered) if a == b}
         del digests, ordered
         return self._count(None) if self._duplicate_digests else scan
 
-    def _count(self, digests: "array[int] | None") -> DatasetScan:
+    def _count(self, digests: array[int] | None) -> DatasetScan:
         scan = DatasetScan()
         for record in self.iter_records():
             if isinstance(record, RecordError):
@@ -149,9 +150,8 @@ class Dataset:
     def items(self, group: Group | None = None) -> Iterator[Item]:
         """The selected items of ``group`` (all groups when None), streamed."""
         for record in self.iter_records():
-            if isinstance(record, Item) and self._selected(record):
-                if group is None or (record.dialect, record.database) == group:
-                    yield record
+            if isinstance(record, Item) and self._selected(record) and (group is None or (record.dialect, record.database) == group):
+                yield record
 
 
 MAX_DECIMAL = 100  # conditions.decimal: places to round to; more would make the comparison itself huge
@@ -167,8 +167,9 @@ def _out_of_range(item: Item) -> str | None:
 
 def _id_of(data: object) -> str | None:
     for key in ("instance_id", "id"):
-        if isinstance(data, dict) and isinstance(data.get(key), str):
-            return data[key]
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, str):
+            return value
     return None
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from evalbench.errors import DatasetError
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from evalbench.errors import ConfigError
 
@@ -50,7 +51,7 @@ class Chosen:
                 "chosen": len(self.keys), "of": self.of}
 
 
-def choose(dataset: "Dataset", subset: Subset, total: int, *, where: str | None = None) -> Chosen:
+def choose(dataset: Dataset, subset: Subset, total: int, *, where: str | None = None) -> Chosen:
     """The (dialect, id) keys of the items ``subset`` keeps out of the ``total`` the dataset
     selects. Unknown ``item_ids`` are a :class:`ConfigError` naming them (never a silently
     smaller run)."""
@@ -79,7 +80,7 @@ def choose(dataset: "Dataset", subset: Subset, total: int, *, where: str | None 
     return chosen
 
 
-def _sample(items: Iterable["Item"], counts: Counter[str], n: int, seed: int) -> set[Key]:
+def _sample(items: Iterable[Item], counts: Counter[str], n: int, seed: int) -> set[Key]:
     quotas = _quotas(counts, n)
     heaps: dict[str, list[tuple[int, Key]]] = {category: [] for category in quotas}
     for item in items:

@@ -13,12 +13,13 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from evalbench.results.journal_lines import conversation_key, is_record
 from evalbench.results.files import JOURNAL
+from evalbench.results.journal_lines import conversation_key, is_record
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,8 @@ _CACHE_LOCK = threading.Lock()
 
 def _build_index(path: Path) -> _Index:
     stats = JournalStats()
-    last: dict[tuple[Any, str], int] = {}  # conversation -> offset of its last record
-    duplicated: set[tuple[Any, str]] = set()
+    last: dict[tuple[Any, str, int], int] = {}  # conversation -> offset of its last record
+    duplicated: set[tuple[Any, str, int]] = set()
     offset = 0
     bad = False
     with path.open("rb") as handle:
@@ -126,7 +127,7 @@ def journal_stats(run_dir: Path | str) -> JournalStats:
     return _index(Path(run_dir) / JOURNAL).stats
 
 
-def read_journal(run_dir: Path | str) -> Iterator[dict[str, Any]]:
+def read_journal(run_dir: Path | str) -> Generator[dict[str, Any], None, None]:
     """The conversation records of a run, in completion order, each conversation once (its last
     complete record); lines cut short or unreadable are skipped with a warning."""
     path = Path(run_dir) / JOURNAL

@@ -18,26 +18,27 @@ import html
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
+from evalbench.results.files import JOURNAL, write_atomic
 from evalbench.results.journal_lines import trial_of
 from evalbench.results.links import conversation_anchor, report_href
 from evalbench.results.record import SCHEMA_VERSION
-from evalbench.results.files import JOURNAL, write_atomic
 from evalbench.results.stats import mcnemar_exact, paired_diff_ci
 
 __all__ = [
+    "SUCCESS",
     "CompareError",
     "Comparison",
     "Flip",
     "IncomparableRuns",
     "PhaseComparison",
     "RunInfo",
-    "SUCCESS",
     "Side",
     "compare_runs",
     "render_html",
@@ -337,8 +338,8 @@ def _phase_verdict(phase: dict[str, Any]) -> tuple[bool, str | None]:
 def _side(record: dict[str, Any], phase: dict[str, Any], metric: str, run_dir: Path) -> Side | None:
     score: dict[str, Any] | None
     if metric == SUCCESS:
-        passed, primary = _phase_verdict(phase)
-        score = {"applicable": True, "passed": passed,
+        verdict, primary = _phase_verdict(phase)
+        score = {"applicable": True, "passed": verdict,
                  "detail": ((phase.get("scores") or {}).get(primary) or {}).get("detail") if primary else None}
     else:
         score = (phase.get("scores") or {}).get(metric)
@@ -403,7 +404,7 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
         _check_pass_fail(run_dir, metric)
 
     info_a, info_b = _run_info(run_a, manifest_a), _run_info(run_b, manifest_b)
-    a_sides: dict[tuple[str, str], Side | None] = {}
+    a_sides: dict[tuple[str, int, str], Side | None] = {}
     for item_id, trial, phase, side in _sides(_records(run_a), metric, info_a, notes, "A"):
         a_sides[(item_id, trial, phase)] = side
 
@@ -541,7 +542,7 @@ def render_text(c: Comparison) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     out.append("")
     for row in [header, ["-" * w for w in widths], *rows]:
-        out.append("  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+        out.append("  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=False))))
     out.append("")
     out.append(f"  {verdict(c)}")
     for title, flips in (("regressions (A pass, B fail)", c.regressions), ("improvements (A fail, B pass)", c.improvements)):

@@ -6,7 +6,8 @@ Used by every CSV the harness writes (EvalBench's four files, the native score a
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from evalbench.results.record import clean_text
 

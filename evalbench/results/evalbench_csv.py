@@ -21,13 +21,15 @@ EvalBench's columns, never in between them.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, TypeVar
+from typing import IO, Any, TypeVar
 
 from evalbench.results.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
 from evalbench.results.taxonomy import record_diagnosis
@@ -124,7 +126,7 @@ def result_text(execution: dict[str, Any] | None) -> str | None:
         return None
     columns = execution.get("columns") or []
     preview = execution.get("preview") or []
-    rows = [dict(zip(columns, row)) for row in preview]  # duplicate column names: the last wins, as in SQLAlchemy's _asdict
+    rows = [dict(zip(columns, row, strict=False)) for row in preview]  # duplicate column names: the last wins, as in SQLAlchemy's _asdict
     text = json.dumps(rows, default=str)
     more = (execution.get("row_count") or 0) - len(preview)
     if more > 0:
@@ -405,10 +407,10 @@ class _Summary:
                     row = (PASS_SCORE, tally.correct, tally.rows)
                 yield self._row(metric_name(scorer, phase), row, job_id, run_time, phase, tally.not_applicable)
         for phase in seen_phases or [MAIN_PHASE]:
-            tally = self.tallies.get((EXECUTABLE, phase))
-            if tally is not None:  # our executable scorer ran: its verdicts are the count
-                row = (EXECUTABLE_SCORE, tally.correct, tally.rows)
-                not_applicable = tally.not_applicable
+            executable = self.tallies.get((EXECUTABLE, phase))
+            if executable is not None:  # our executable scorer ran: its verdicts are the count
+                row = (EXECUTABLE_SCORE, executable.correct, executable.rows)
+                not_applicable = executable.not_applicable
             else:  # EvalBench's count: phases whose SQL ran without an error, out of all phases
                 row = (EXECUTABLE_SCORE, self.phase_executable.get(phase, 0), self.phase_rows.get(phase, 0))
                 not_applicable = 0
@@ -460,14 +462,10 @@ class _CsvFile:
         return self.path
 
     def abort(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # unflushed rows of a file that is given up
             self.handle.close()
-        except OSError:
-            pass  # unflushed rows of a file that is given up
-        try:
+        with contextlib.suppress(OSError):
             self.tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def _keep_native(path: Path) -> None:
@@ -585,8 +583,15 @@ def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None
 
 
 __all__ = [
+    "EVALBENCH_CONFIGS_COLUMNS",
+    "EVALBENCH_EVALS_COLUMNS",
+    "EVALBENCH_SCORES_COLUMNS",
+    "EVALBENCH_SUMMARY_COLUMNS",
+    "EXTRA_EVALS_COLUMNS",
+    "EXTRA_SCORES_COLUMNS",
+    "EXTRA_SUMMARY_COLUMNS",
     "EvalbenchCsvWriter",
-    "EVALBENCH_CONFIGS_COLUMNS", "EVALBENCH_EVALS_COLUMNS", "EVALBENCH_SCORES_COLUMNS", "EVALBENCH_SUMMARY_COLUMNS",
-    "EXTRA_EVALS_COLUMNS", "EXTRA_SCORES_COLUMNS", "EXTRA_SUMMARY_COLUMNS", "evalbench_id", "metric_name",
+    "evalbench_id",
+    "metric_name",
     "write_evalbench_csvs",
 ]

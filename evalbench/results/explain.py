@@ -231,8 +231,8 @@ def _table(result: dict[str, Any], width: int, indent: str) -> list[str]:
     cells = [[_cell(v) for v in list(row) + [""] * (count - len(row))] for row in rows]
     widths = [max(len(_clip_cell(header[i])), *(len(r[i]) for r in cells)) for i in range(count)]
     lines = []
-    for values in [[_clip_cell(h) for h in header]] + cells:
-        line = indent + "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+    for values in [[_clip_cell(h) for h in header], *cells]:
+        line = indent + "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=False)) + " |"
         lines.append(line if len(line) <= width else line[: width - 1] + "…")
     separator = indent + "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     lines.insert(1, separator if len(separator) <= width else separator[:width])

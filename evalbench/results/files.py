@@ -4,10 +4,12 @@ Shared by the run writer (:mod:`evalbench.results.rundir`) and ``--resume`` (:mo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 from evalbench.errors import EvalbenchError
 
@@ -33,7 +35,7 @@ class OutputError(EvalbenchError):
         super().__init__(f"cannot write {where}: {reason}")
 
 
-def write_atomic_with(path: Path, write: Callable[[TextIO], None]) -> Path:
+def write_atomic_with(path: Path, write: Callable[[TextIO], object]) -> Path:
     """Stream a file through ``write`` into a temporary file renamed into place; its path.
     An OS error (disk full, ...) raises :class:`OutputError` and leaves the previous file as it was."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -44,10 +46,8 @@ def write_atomic_with(path: Path, write: Callable[[TextIO], None]) -> Path:
     except OSError as exc:
         raise OutputError(path, exc, temporary=tmp) from None
     finally:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
     return path
 
 

@@ -17,24 +17,25 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import io
+import json
 import math
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TextIO
+from typing import Any, TextIO
 
 from evalbench.conversation import Outcome
 from evalbench.results import read_journal
+from evalbench.results.files import JOURNAL, write_atomic_with
 from evalbench.results.html_assets import CSS, JS
 from evalbench.results.html_page import format_stamp, page_shell
 from evalbench.results.journal_lines import trial_of
-from evalbench.results.files import JOURNAL, write_atomic_with
-from evalbench.results.sqldiff import sql_diff
 from evalbench.results.rebuild import rebuild_summary
+from evalbench.results.sqldiff import sql_diff
 from evalbench.results.summary import verdict_notes
 from evalbench.results.summary_md import incomplete_note
 
@@ -64,7 +65,7 @@ def write_report(run_dir: Path, *, max_details: int = MAX_DETAILS, max_detail_by
 
 
 @contextlib.contextmanager
-def _from_run_dir(run_dir: Path, max_details: int, max_detail_bytes: int) -> Iterator[tuple["ReportBuilder", dict[str, Any], dict[str, Any], bool]]:
+def _from_run_dir(run_dir: Path, max_details: int, max_detail_bytes: int) -> Iterator[tuple[ReportBuilder, dict[str, Any], dict[str, Any], bool]]:
     if not (run_dir / JOURNAL).is_file():
         raise FileNotFoundError(f"{run_dir} has no {JOURNAL}: not a run directory")
     manifest = _read_json(run_dir / "manifest.json") or {}
@@ -92,10 +93,11 @@ class ReportBuilder:
         self.diagnose = _load_diagnose()
         self.detail_bytes = self.embedded = self.total = 0
         self.diagnosed: Counter[str] = Counter()
-        self.rows = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
-        self.details = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
+        # the spools live as long as the builder, which closes them
+        self.rows = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")  # noqa: SIM115
+        self.details = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")  # noqa: SIM115
         # per embedded conversation, each phase's golden/generated SQL diff (sqldiff.py), or null
-        self.diffs = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
+        self.diffs = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")  # noqa: SIM115
 
     def add(self, record: dict[str, Any]) -> None:
         diagnosis = _diagnosis(record, self.diagnose)

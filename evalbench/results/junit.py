@@ -22,8 +22,9 @@ import re
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
 from evalbench.results.explain import phase_lines
 from evalbench.results.taxonomy import diagnose
@@ -72,7 +73,7 @@ class JunitBuilder:
         self.primary = primary
         self.counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         self.total_time = 0.0
-        self.cases = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")
+        self.cases = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")  # noqa: SIM115 (closed by close())
 
     def add(self, record: dict[str, Any]) -> None:
         elapsed = _seconds(record.get("elapsed_s"))
@@ -84,8 +85,8 @@ class JunitBuilder:
 
     def write(self, out: TextIO, run_id: str) -> None:
         attributes = {key: str(value) for key, value in self.counts.items()} | {"time": f"{self.total_time:.3f}"}
-        root = ET.Element("testsuites", name="evalbench", **attributes)
-        suite = ET.SubElement(root, "testsuite", name=_xml(run_id), **attributes)
+        root = ET.Element("testsuites", {"name": "evalbench", **attributes})
+        suite = ET.SubElement(root, "testsuite", {"name": _xml(run_id), **attributes})
         properties = ET.SubElement(suite, "properties")
         ET.SubElement(properties, "property", name="run_id", value=_xml(run_id))
         if self.primary is not None:
@@ -158,4 +159,4 @@ def _seconds(value: Any) -> float:
         return 0.0
 
 
-__all__ = ["ERROR_OUTCOMES", "JUNIT", "JunitBuilder", "SKIPPED_OUTCOMES", "render_junit", "write_junit"]
+__all__ = ["ERROR_OUTCOMES", "JUNIT", "SKIPPED_OUTCOMES", "JunitBuilder", "render_junit", "write_junit"]

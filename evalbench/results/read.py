@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
-from evalbench.results.journal_lines import trial_of
 from evalbench.results.files import JOURNAL
+from evalbench.results.journal_lines import trial_of
 from evalbench.results.taxonomy import passed, record_diagnosis
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,9 +56,9 @@ class Run:
     path: Path
     manifest: dict[str, Any]
     summary: dict[str, Any]
-    conversations: "pandas.DataFrame"
-    phases: "pandas.DataFrame"
-    scores: "pandas.DataFrame"
+    conversations: pandas.DataFrame
+    phases: pandas.DataFrame
+    scores: pandas.DataFrame
 
 
 def _pandas() -> Any:
@@ -179,4 +179,4 @@ def score_rows(record: dict[str, Any], phase: dict[str, Any], run_id: str) -> li
     return rows
 
 
-__all__ = ["CONVERSATION_COLUMNS", "PHASE_COLUMNS", "Run", "RunReadError", "SCORE_COLUMNS", "read_run"]
+__all__ = ["CONVERSATION_COLUMNS", "PHASE_COLUMNS", "SCORE_COLUMNS", "Run", "RunReadError", "read_run"]

@@ -29,11 +29,12 @@ import hashlib
 import json
 import math
 import threading
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 
+from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.results.taxonomy import diagnosis_field
 
 SCHEMA_VERSION = 1
@@ -161,7 +162,7 @@ def plain(value: Any, limit: int | None = None) -> Any:
     if callable(model_dump):
         try:
             return plain(model_dump(), limit)
-        except Exception:  # noqa: BLE001, S110 - a model that cannot dump itself is written as text
+        except Exception:  # noqa: BLE001 - a model that cannot dump itself is written as text
             pass
     return clip_text(str(value), limit)
 
@@ -448,7 +449,8 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
         "phases": [phase_record(p, preview_rows, caps, hashes) for p in conv.phases],
     }
     # every text of the record (item fields, ids, score details...) is cleaned and capped too
-    return plain(record, caps.text)
+    cleaned: dict[str, Any] = plain(record, caps.text)
+    return cleaned
 
 
 def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, extra: dict[str, Any] | None = None,

@@ -10,15 +10,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
 from evalbench.gates import GateResult
 from evalbench.results import JournalStats, read_journal
 from evalbench.results.csvsafe import safe_row
+from evalbench.results.files import write_atomic, write_atomic_with
 from evalbench.results.rebuild import completeness, rebuild_summary
 from evalbench.results.record import clean_text, clean_value
-from evalbench.results.files import write_atomic, write_atomic_with
 from evalbench.results.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
 from evalbench.results.summary_md import render_summary_markdown
 from evalbench.resume import read_manifest

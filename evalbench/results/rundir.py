@@ -13,14 +13,16 @@ last complete line (a half line that could not be cut off is dropped by ``--resu
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import json
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalbench.conversation import Conversation
 from evalbench.results.csvsafe import safe_row
@@ -143,10 +145,8 @@ class RunWriter:
                     raise OSError(errno.EIO, "nothing written")
                 view = view[written:]
         except OSError as exc:
-            try:
+            with contextlib.suppress(OSError):  # the half line has no newline: --resume drops it
                 os.ftruncate(fd, start)
-            except OSError:
-                pass  # the half line has no newline: --resume drops it
             self.failure = OutputError(self._journal_path, exc)
             raise self.failure from None
         self._journal_size = start + len(data)
@@ -170,10 +170,8 @@ class RunWriter:
         the run is already stopping on one)."""
         if self._journal_fd is not None:
             fd, self._journal_fd = self._journal_fd, None
-            try:
+            with contextlib.suppress(OSError):  # unbuffered: every line was written (or cut off) by _append
                 os.close(fd)
-            except OSError:
-                pass  # unbuffered: every line was written (or cut off) by _append
         try:
             self._scores_file.close()
         except OSError as exc:

@@ -182,7 +182,8 @@ def _status(path: Path, entry: RunEntry, summary: dict[str, Any] | None) -> str:
         return f"broken: no {JOURNAL}" + (f"; {entry.problems[0]}" if entry.problems else "")
     if summary is None:
         return "broken: " + (entry.problems[-1] if entry.problems else "no summary")
-    completeness = summary.get("completeness") if isinstance(summary.get("completeness"), dict) else {}
+    completeness = summary.get("completeness")
+    completeness = completeness if isinstance(completeness, dict) else {}
     if summary.get("cancelled") or completeness.get("cancelled"):
         return "cancelled"
     reasons = [str(r) for r in completeness.get("reasons") or []] if isinstance(completeness.get("reasons"), list) else []
@@ -236,7 +237,7 @@ def render_runs(entries: list[RunEntry], root: Path) -> str:
     rows = [[e.name, short_date(e.created_at), e.status, e.headline(), e.agent or "—", e.dataset or "—",
              e.config_file or "—"] for e in entries]
     widths = [min(max(len(r[i]) for r in [heads, *rows]), MAX_CELL) for i in range(len(heads) - 1)]
-    lines = ["  ".join(_fit(cell, w).ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1]
+    lines = ["  ".join(_fit(cell, w).ljust(w) for cell, w in zip(row[:-1], widths, strict=False)) + "  " + row[-1]
              for row in [heads, *rows]]
     return "\n".join(line.rstrip() for line in lines) + f"\n{len(entries)} run(s) in {root}\n"
 
@@ -256,5 +257,15 @@ def main_runs(root: Path, *, as_json: bool = False) -> int:
     return 0
 
 
-__all__ = ["RunEntry", "main_runs", "RunsError", "find_run_dirs", "is_run_dir", "list_runs", "read_entry", "render_runs", "runs_json",
-           "short_date"]
+__all__ = [
+    "RunEntry",
+    "RunsError",
+    "find_run_dirs",
+    "is_run_dir",
+    "list_runs",
+    "main_runs",
+    "read_entry",
+    "render_runs",
+    "runs_json",
+    "short_date",
+]

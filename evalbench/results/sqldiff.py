@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 MAX_TOKENS = 4000  # per side: above it, no diff (difflib is quadratic in the worst case)
 

@@ -20,6 +20,11 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["EXACT_LIMIT", "mcnemar_exact", "paired_diff_ci", "rate_ci"]
 
@@ -33,7 +38,7 @@ def _check_bootstrap(level: float, resamples: int) -> None:
         raise ValueError(f"resamples must be at least 1, got {resamples}")
 
 
-def _percentiles(draws: object, level: float) -> tuple[float, float]:
+def _percentiles(draws: npt.NDArray[np.float64], level: float) -> tuple[float, float]:
     import numpy as np
 
     low, high = np.quantile(draws, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])

@@ -14,8 +14,9 @@ Rates carry a 95 % percentile-bootstrap confidence interval (:func:`~evalbench.r
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from evalbench.conversation import Outcome
 from evalbench.results.journal_lines import phase_passed
@@ -106,7 +107,7 @@ class SummaryBuilder:
 
     @classmethod
     def from_records(cls, records: Iterable[dict[str, Any]], metric_scorers: set[str] | None = None,
-                     trials: int = 1) -> "SummaryBuilder":
+                     trials: int = 1) -> SummaryBuilder:
         builder = cls(metric_scorers, trials)
         for record in records:
             builder.add(record)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from evalbench.gates import GateResult
 from evalbench.results.summary import verdict_notes

@@ -64,9 +64,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any
 
 
 class FailureKind(str, Enum):
@@ -426,5 +427,15 @@ def _make(kind: FailureKind, phase: str, message: Any, flags: tuple[str, ...] = 
     return Diagnosis(kind, phase, _clip(" ".join(str(message).split()), MAX_MESSAGE), flags)
 
 
-__all__ = ["Diagnosis", "FailureKind", "OUTCOME_KINDS", "diagnose", "diagnosis_field", "passed", "phase_failed", "primary_verdict", "record_diagnosis",
-           "taxonomy_counts"]
+__all__ = [
+    "OUTCOME_KINDS",
+    "Diagnosis",
+    "FailureKind",
+    "diagnose",
+    "diagnosis_field",
+    "passed",
+    "phase_failed",
+    "primary_verdict",
+    "record_diagnosis",
+    "taxonomy_counts",
+]

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.results import read_journal
+from evalbench.results.files import JOURNAL, OutputError, write_atomic
 from evalbench.results.html_assets import CSS
 from evalbench.results.html_page import page_shell
 from evalbench.results.journal_lines import conversation_key, trial_of
 from evalbench.results.links import report_href
-from evalbench.results.files import JOURNAL, OutputError, write_atomic
 from evalbench.results.runs_index import RunEntry, list_runs, short_date
 from evalbench.results.taxonomy import passed, record_diagnosis
 from evalbench.results.view_assets import VIEW_CSS, VIEW_JS
@@ -243,4 +243,4 @@ def main_view(root: Path, out: Path | None = None) -> int:
     return 0
 
 
-__all__ = ["INDEX", "main_view", "build_view", "cell", "render_view", "verdict_code", "write_view"]
+__all__ = ["INDEX", "build_view", "cell", "main_view", "render_view", "verdict_code", "write_view"]

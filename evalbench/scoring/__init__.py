@@ -8,47 +8,47 @@ shown in every summary next to the denominator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalbench.registry import Registry
+from evalbench.scores import Score
+
+__all__ = ["SCORERS", "Score", "Scorer", "ScorerFactory", "build_scorers"]
 
 if TYPE_CHECKING:
     from evalbench.conversation import Conversation, PhaseRecord
-
-
-@dataclass(frozen=True)
-class Score:
-    value: float | None  # 1.0 / 0.0 for pass/fail scorers; the measured value for metrics
-    passed: bool | None = None  # None for metrics and when not applicable
-    applicable: bool = True
-    detail: str = ""
-    flags: tuple[str, ...] = field(default_factory=tuple)  # e.g. ("both_empty",)
-
-    @classmethod
-    def not_applicable(cls, reason: str) -> "Score":
-        return cls(value=None, passed=None, applicable=False, detail=reason)
 
 
 class Scorer(Protocol):
     name: str
     is_metric: bool  # True: reports a mean value, not a pass rate
 
-    def score(self, conversation: "Conversation", phase: "PhaseRecord") -> Score: ...
+    def score(self, conversation: Conversation, phase: PhaseRecord) -> Score: ...
 
 
 ScorerFactory = Callable[[dict[str, Any]], Scorer]
 
 
+# The modules that register the built-in scorers, imported by name on first lookup (as the agent
+# and backend registries do), so that validating a config's scorer names (evalbench.config)
+# does not import the scorers nor what they import (SQL comparison, LLM clients).
+_MODULES = (
+    "evalbench.scoring.answer_match",
+    "evalbench.scoring.execution",
+    "evalbench.scoring.llmrater",
+    "evalbench.scoring.metrics",
+    "evalbench.scoring.more",
+    "evalbench.scoring.state_match",
+    "evalbench.scoring.test_cases",
+)
+
+
 class _ScorerRegistry(Registry[ScorerFactory]):
     def _load(self) -> None:
-        import evalbench.scoring.answer_match  # noqa: F401
-        import evalbench.scoring.execution  # noqa: F401
-        import evalbench.scoring.llmrater  # noqa: F401
-        import evalbench.scoring.metrics  # noqa: F401
-        import evalbench.scoring.more  # noqa: F401
-        import evalbench.scoring.state_match  # noqa: F401
-        import evalbench.scoring.test_cases  # noqa: F401
+        for module in _MODULES:
+            importlib.import_module(module)
 
     def get(self, name: str) -> ScorerFactory:
         self._load()
@@ -63,8 +63,30 @@ class _ScorerRegistry(Registry[ScorerFactory]):
         return super().__contains__(name)
 
 
-SCORERS = _ScorerRegistry("scorer")
+SCORERS = _ScorerRegistry("scorer", group="evalbench.scorers")  # plugins: docs/extending.md
 
 
-def build_scorers(spec: dict[str, dict[str, Any] | None]) -> list[Scorer]:
-    return [SCORERS.get(name)(options or {}) for name, options in spec.items()]
+def scorer_problem(name: str, options: dict[str, Any] | None = None) -> str | None:
+    """Why ``name`` with ``options`` cannot be a scorer (unknown, a plugin that does not load,
+    options its ``Config`` refuses), or None."""
+    from evalbench.plugin_config import parse_options
+    from evalbench.registry import PluginError
+
+    if name not in SCORERS:
+        return f"unknown scorer {name!r} (known: {', '.join(SCORERS.names())})"
+    try:
+        parse_options("scorer", name, SCORERS.get(name), options or {}, None)
+    except (PluginError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def build_scorers(spec: Mapping[str, dict[str, Any] | None]) -> list[Scorer]:
+    """One scorer per entry; a factory with a pydantic ``Config`` gets its options as that model."""
+    from evalbench.plugin_config import parse_options
+
+    scorers = []
+    for name, options in spec.items():
+        factory = SCORERS.get(name)
+        scorers.append(factory(parse_options("scorer", name, factory, options or {}, None)))
+    return scorers

@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable
+from typing import Any
 
+from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import Conversation, PhaseRecord
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, round_half_up
 
@@ -250,7 +251,7 @@ def _golden(phase: PhaseRecord) -> ExecutionResult | None:
         from evalbench.scoring.semantics import golden_mode
 
         as_written = phase.sandbox.execute(written[0], mode=golden_mode(phase, written[0]), preprocess=phase.preprocess,
-                                           preprocess_errors=phase.preprocess_errors)  # type: ignore[arg-type]
+                                           preprocess_errors=phase.preprocess_errors)
         if as_written.error is None and not as_written.truncated:
             return as_written
     return next((g for g in phase.golden if g.error is None and not g.truncated), None)

@@ -29,10 +29,11 @@ import ipaddress
 import json
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from evalbench.db.sandbox import ExecutionResult
+from evalbench.backends.base import ExecutionResult
 
 MAX_ROWS = 10_000  # postgresql_utils.perform_query_on_postgresql_databases: fetchmany(MAX_ROWS + 1)[:MAX_ROWS]
 PLACES = 2  # preprocess_results(results, decimal_places=2)

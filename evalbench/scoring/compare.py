@@ -19,12 +19,13 @@ import json
 import math
 import uuid
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
-from typing import Any, Hashable, Literal, Sequence
+from typing import Any, Literal
 
+from evalbench.backends.base import ExecutionResult
 from evalbench.dataset import Conditions
-from evalbench.db.sandbox import ExecutionResult
 
 FLOAT_TOLERANCE = 1e-9  # relative, between two floats only (double precision arithmetic differs by plan)
 EmptyGold = Literal["fail", "pass", "n/a"]
@@ -185,7 +186,7 @@ def _close_rows(gen_rows: list[tuple[Hashable, ...]], gold_rows: list[tuple[Hash
         return False
     if not ordered:
         gen_rows, gold_rows = sorted(gen_rows, key=_sort_key), sorted(gold_rows, key=_sort_key)
-    return all(len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b)) for a, b in zip(gen_rows, gold_rows))
+    return all(len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True)) for a, b in zip(gen_rows, gold_rows, strict=True))
 
 
 def _close(x: Hashable, y: Hashable) -> bool:

@@ -10,10 +10,10 @@ import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.conversation import Conversation, PhaseRecord
-from evalbench.db.statements import last_statement
 from evalbench.scoring import SCORERS, Score, bird_compare
 from evalbench.scoring.compare import compare
 from evalbench.scoring.semantics import ResultRules
+from evalbench.statements import last_statement
 
 
 @lru_cache(maxsize=1024)
@@ -111,7 +111,7 @@ class ExecMatch:
     def _bird(self, phase: PhaseRecord, runs: list[list[str]]) -> Score:
         order = phase.conditions.order if phase.conditions_explicit else False
         verdicts = []
-        for golden, run in zip(phase.golden, runs):
+        for golden, run in zip(phase.golden, runs, strict=False):
             verdict = bird_compare.compare(phase.compared or phase.generated, phase.compared_sql or phase.sql or "",
                                            golden, run[-1] if run else "", order, raw_generated=phase.generated)
             if verdict.match:
@@ -125,7 +125,7 @@ class ExecMatch:
 
     def _evalbench(self, phase: PhaseRecord, runs: list[list[str]]) -> Score:
         verdicts = []
-        for golden, run in zip(phase.golden, runs):
+        for golden, run in zip(phase.golden, runs, strict=False):
             sql = run[-1] if run else ""
             sorts = golden_is_ordered(sql)
             ordered = phase.conditions.order if phase.conditions_explicit else sorts
@@ -142,8 +142,8 @@ class ExecMatch:
         if verdicts and all(not v.applicable for v in verdicts):
             first = verdicts[0]
             return Score(None, None, applicable=False, detail=first.reason, flags=first.flags)
-        first = next((v for v in verdicts if v.applicable), verdicts[0] if verdicts else None)
-        return Score(0.0, False, detail=first.reason if first else "no golden result", flags=first.flags if first else ())
+        shown = next((v for v in verdicts if v.applicable), verdicts[0] if verdicts else None)
+        return Score(0.0, False, detail=shown.reason if shown else "no golden result", flags=shown.flags if shown else ())
 
 
 @SCORERS.register("executable")

@@ -57,9 +57,9 @@ from pydantic import Field, ValidationError, field_validator
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
+from evalbench.backends.base import ExecutionResult
 from evalbench.config_types import GenaiClientOptions, ResolvedPath
 from evalbench.conversation import Conversation, Phase, PhaseRecord
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.more import _comparable, _config_error, compared_result
 

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Hashable
 from functools import lru_cache
-from typing import Any, Callable, Hashable
+from typing import Any
 
 import sqlglot
 from sqlglot import expressions as exp
 
+from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import Conversation, Phase, PhaseRecord
-from evalbench.db.sandbox import ExecutionResult
 from evalbench.errors import ConfigError
 from evalbench.results.record import REWARDS
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import normalise_rows
-
 
 
 def _config_error(scorer: str, message: str, option: str | None = None) -> ConfigError:
@@ -166,24 +166,24 @@ class ExactMatch:
 
 def _as_mappings(result: ExecutionResult) -> list[dict[str, Any]]:
     # a later column of the same name wins, as in a Python dict built from the row
-    return [dict(zip(result.columns, row)) for row in result.rows]
+    return [dict(zip(result.columns, row, strict=False)) for row in result.rows]
 
 
 # --------------------------------------------------------------------------- sql_exact_match
 
 
-def strip_aliases(tree: exp.Expression) -> exp.Expression:
+def strip_aliases(tree: exp.Expr) -> exp.Expr:
     """A copy of ``tree`` without aliases: ``x AS a`` -> ``x``; ``FROM t AS a`` -> ``FROM t``
     (tables and subqueries); ``a.col`` -> ``col``."""
     tree = tree.copy()
-    for node in list(tree.find_all(exp.Alias)):
-        node.replace(node.this)
-    for node in list(tree.find_all(exp.Table, exp.Subquery)):
-        node.set("alias", None)
-    for node in list(tree.find_all(exp.Column)):
-        node.set("table", None)
-        node.set("db", None)
-        node.set("catalog", None)
+    for alias in list(tree.find_all(exp.Alias)):
+        alias.replace(alias.this)
+    for source in list(tree.find_all(exp.Table, exp.Subquery)):
+        source.set("alias", None)
+    for column in list(tree.find_all(exp.Column)):
+        column.set("table", None)
+        column.set("db", None)
+        column.set("catalog", None)
     if isinstance(tree, exp.Alias):  # find_all includes the root, which replace() cannot swap
         tree = tree.this
     return tree
@@ -208,7 +208,7 @@ def normalise_sql(sql: str, ignore_aliases: bool = False) -> str:
         if ignore_aliases:
             trees = [strip_aliases(t) for t in trees]
         text = "; ".join(t.sql(dialect="postgres", normalize=True, pretty=False) for t in trees)
-    except Exception:  # sqlglot raises ParseError, TokenError and, on odd input, others
+    except Exception:  # noqa: BLE001 (sqlglot raises ParseError, TokenError and, on odd input, others)
         return _plain(sql)
     return _plain(text)
 

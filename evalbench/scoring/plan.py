@@ -4,8 +4,9 @@ primary policy. Stages and the manifest receive this, never the config."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from evalbench.scoring import Scorer, build_scorers
 from evalbench.scoring.primary import PrimaryPolicy, parse_primary

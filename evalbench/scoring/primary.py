@@ -11,7 +11,8 @@ question answered in words (no SQL) is judged by ``answer_match``. The order of 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from evalbench.conversation import PhaseRecord
@@ -57,7 +58,7 @@ class PrimaryPolicy:
         category = "Query" if is_query else "Management"
         return self.mapping.get(f"{category}/{phase}") or self.mapping.get(category) or ()
 
-    def choose(self, phase: "PhaseRecord") -> str | None:
+    def choose(self, phase: PhaseRecord) -> str | None:
         """The deciding scorer among the phase's scores: the first candidate that applies; None
         when none does (the phase is then not judged)."""
         candidates = self.candidates(phase.is_query, phase.phase.value)

@@ -24,8 +24,8 @@ from evalbench.scoring.bird_compare import clean_sql
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, EmptyGold
 
 if TYPE_CHECKING:
+    from evalbench.backends.base import ExecutionResult, Sandbox
     from evalbench.conversation import PhaseRecord
-    from evalbench.db.sandbox import ExecutionResult, Sandbox
 
 Semantics = Literal["bird_interact", "evalbench"]
 SEMANTICS: tuple[str, ...] = ("bird_interact", "evalbench")
@@ -45,7 +45,7 @@ class ResultRules:
     empty_gold: EmptyGold = "fail"
 
     @classmethod
-    def from_options(cls, options: dict[str, Any] | None, dataset_format: str | None) -> "ResultRules":
+    def from_options(cls, options: dict[str, Any] | None, dataset_format: str | None) -> ResultRules:
         """Read ``semantics`` and ``empty_gold`` from ``exec_match``'s options (defaults by format)."""
         options = options or {}
         semantics = options.get("semantics") or default_semantics(dataset_format)
@@ -66,7 +66,7 @@ class ResultRules:
     def describe(self) -> dict[str, Any]:
         return {"semantics": self.semantics, "empty_gold": self.empty_gold}
 
-    def golden_runs(self, phase: "PhaseRecord") -> list[list[str]]:
+    def golden_runs(self, phase: PhaseRecord) -> list[list[str]]:
         """The golden SQL run for each golden result: the whole script once (BIRD-Interact), or
         each alternative on its own (EvalBench); cleaned as BIRD-Interact cleans a question's."""
         runs = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
@@ -74,7 +74,7 @@ class ResultRules:
             runs = [clean_sql(run) for run in runs]
         return runs
 
-    def compared_sql(self, phase: "PhaseRecord") -> str | None:
+    def compared_sql(self, phase: PhaseRecord) -> str | None:
         """The text of the agent's SQL that is compared when it differs from what the agent wrote."""
         if not (self.bird and phase.is_query and phase.sql):
             return None
@@ -91,7 +91,7 @@ class ResultRules:
 # --------------------------------------------------------------------------- execution
 
 
-def execute_golden(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRules) -> None:
+def execute_golden(sandbox: Sandbox, phase: PhaseRecord, rules: ResultRules) -> None:
     """Run the phase's golden SQL (each golden result's script) and keep the results on the phase."""
     phase.golden_run_sql = rules.golden_runs(phase)
     phase.preprocess_errors = rules.preprocess_errors
@@ -99,20 +99,20 @@ def execute_golden(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRules)
                                     preprocess_errors=rules.preprocess_errors) for run in phase.golden_run_sql]
 
 
-def golden_mode(phase: "PhaseRecord", run: list[str]) -> Literal["read", "write"]:
+def golden_mode(phase: PhaseRecord, run: list[str]) -> Literal["read", "write"]:
     """Write mode (rolled back) for a management task, or a golden script that writes (a
     temporary table filled before the final query); read mode otherwise."""
-    from evalbench.db.statements import READ_KEYWORDS, split_statements, statement_kind
+    from evalbench.statements import READ_KEYWORDS, split_statements, statement_kind
 
     writes = any(statement_kind(s)[0] not in READ_KEYWORDS for text in run for s in split_statements(text))
     return "write" if writes or not phase.is_query else "read"
 
 
-def execute_generated(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRules) -> None:
+def execute_generated(sandbox: Sandbox, phase: PhaseRecord, rules: ResultRules) -> None:
     """Run the agent's SQL as written and, under ``bird_interact``, its cleaned text too."""
     if not phase.sql:
         return
-    mode = "read" if phase.is_query else "write"
+    mode: Literal["read", "write"] = "read" if phase.is_query else "write"
     phase.generated = sandbox.execute(phase.sql, mode=mode, preprocess=phase.preprocess,
                                       preprocess_errors=rules.preprocess_errors)
     cleaned = rules.compared_sql(phase)
@@ -122,7 +122,7 @@ def execute_generated(sandbox: "Sandbox", phase: "PhaseRecord", rules: ResultRul
                                          preprocess_errors=rules.preprocess_errors)
 
 
-def golden_problem(phase: "PhaseRecord", rules: ResultRules) -> tuple[str, str] | None:
+def golden_problem(phase: PhaseRecord, rules: ResultRules) -> tuple[str, str] | None:
     """Why the phase's golden results cannot judge an answer: ``("db_error", message)`` when the
     database itself failed, ``("invalid_item", message)`` when the dataset's SQL is the problem
     (it errors, times out, is not allowed, or its result exceeds the row cap); None when usable."""

@@ -1,7 +1,7 @@
 """The ``state_match`` scorer: a data-changing (management) task without test cases is judged by
 the state it leaves. The golden and the predicted SQL each run on the same starting state (the
 phase's preprocess SQL applied) and the resulting database states are compared
-(:mod:`evalbench.db.state`); a statement that merely executes never passes.
+(each backend's ``WriteTransaction.fingerprint``); a statement that merely executes never passes.
 
 Both scripts run in one transaction that is always rolled back, each undone to a savepoint
 before the other runs and the sequences put back in between — so both see the same rows, the
@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import psycopg
-
+from evalbench.backends.base import DatabaseUnavailable
+from evalbench.backends.fingerprint import differences
 from evalbench.conversation import Conversation, PhaseRecord
-from evalbench.db import state as db_state
-from evalbench.db.statements import split_statements
+from evalbench.statements import split_statements
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, normalise_rows
 
@@ -52,21 +51,21 @@ class StateMatch:
         runs = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
         try:
             return self._compare(phase, runs, eval_query)
-        except psycopg.OperationalError as exc:
+        except DatabaseUnavailable as exc:
             return Score(0.0, False, detail=f"scorer error: the database failed: {exc}")
 
     def _compare(self, phase: PhaseRecord, runs: list[list[str]], eval_query: list[str]) -> Score:
         with phase.sandbox.write_transaction(phase.preprocess, phase.preprocess_errors) as tx:  # type: ignore[arg-type]
             if tx.preprocess_error is not None:
                 return Score(0.0, False, detail=f"scorer error: {tx.preprocess_error}")
-            statements = [s for run in runs for text in run for s in split_statements(text)]
-            statements += [s for s in split_statements(phase.sql)]
-            tables = db_state.written_tables(statements)
+            dialect = phase.sandbox.dialect  # type: ignore[union-attr]
+            statements = [s for run in runs for text in run for s in split_statements(text, dialect)]
+            statements += [s for s in split_statements(phase.sql, dialect)]
 
             def inspect(t: Any) -> Any:
                 if eval_query:
                     return {"eval_query": Counter(tuple(r) for q in eval_query for r in normalise_rows(t.rows(q)))}
-                return db_state.fingerprint(t, tables)
+                return t.fingerprint(statements)
 
             before = inspect(tx)
             predicted_result, predicted = tx.run([phase.sql], inspect)
@@ -106,4 +105,4 @@ def _covered(state: Any) -> str:
 def _diff(golden: Any, predicted: Any) -> list[str]:
     if "eval_query" in golden:
         return ["the eval_query results differ"]
-    return db_state.differences(golden, predicted) or ["the states differ"]
+    return differences(golden, predicted) or ["the states differ"]

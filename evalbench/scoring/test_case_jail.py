@@ -24,9 +24,10 @@ import struct
 import sys
 import traceback
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 # Modules test cases commonly use, imported before confinement (nothing else needs the disk then).
 PRELOAD = ("collections", "copy", "decimal", "difflib", "fractions", "functools", "hashlib", "itertools", "math",
@@ -129,7 +130,7 @@ class Cursor:
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchall())
 
-    def __enter__(self) -> "Cursor":
+    def __enter__(self) -> Cursor:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -163,7 +164,7 @@ def helpers(channel: Channel, pred_query_result: Any) -> dict[str, Any]:
     def execute_queries(queries: Any, db_name: str = "", conn: Any = None, logger: Any = None,
                         section_title: str = "", is_solution: bool = True) -> tuple[Any, Any, Any]:
         items = [queries] if isinstance(queries, str) else [str(q) for q in queries or []]
-        return tuple(channel.call({"op": "execute_queries", "queries": items, "is_solution": bool(is_solution)}))  # type: ignore[return-value]
+        return tuple(channel.call({"op": "execute_queries", "queries": items, "is_solution": bool(is_solution)}))
 
     def perform_query_on_postgresql_databases(query: str, db_name: str = "", conn: Any = None) -> tuple[Any, Any]:
         return channel.call({"op": "perform_query", "query": str(query)}), conn
@@ -206,7 +207,7 @@ def run_case(source: str, spec: dict[str, Any], channel: Channel) -> dict[str, A
     namespace = helpers(channel, spec.get("pred_query_result"))
     try:
         with deadline(float(spec.get("case_timeout_s") or 30.0)):
-            exec(compile(source, "<test_case>", "exec"), namespace)  # noqa: S102 — confined dataset code
+            exec(compile(source, "<test_case>", "exec"), namespace)
             test_case = namespace.get("test_case")
             if not callable(test_case):
                 return {"passed": False, "kind": "error", "message": "the test case defines no test_case function"}

@@ -9,7 +9,7 @@ stdout carries one verdict line per test case; nothing the test code prints can 
 
 Two ways of running them, both leaving nothing behind (see test_case_server):
 
-- **on a copy** (``clone``, see :mod:`evalbench.db.clones`) — as BIRD-Interact's harness does:
+- **on a copy** (``clone``, see :mod:`evalbench.backends.postgres.clones`) — as BIRD-Interact's harness does:
   every statement committed on its own, a failing one rolled back alone;
 - **in one transaction** (no copy could be made): always rolled back, sequences restored, every
   statement under a savepoint, transaction control refused.
@@ -17,15 +17,17 @@ Two ways of running them, both leaving nothing behind (see test_case_server):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from evalbench import deadline
 
@@ -97,7 +99,7 @@ def run_test_cases(
     return verdicts
 
 
-_live: set[subprocess.Popen] = set()  # type: ignore[type-arg]
+_live: set[subprocess.Popen[str]] = set()
 _live_lock = threading.Lock()
 
 
@@ -131,11 +133,9 @@ def _spawn(spec: str, timeout_s: float) -> tuple[str, str, int | None]:
             _live.discard(proc)
 
 
-def _kill(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
-    try:
+def _kill(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # the runner and the confined process with it
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def scrubbed_environment() -> dict[str, str]:

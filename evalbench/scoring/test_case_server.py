@@ -21,8 +21,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from evalbench.scoring.test_case_helpers import Helpers
 from evalbench.scoring.test_case_runner import VERDICT_PREFIX, scrubbed_environment
@@ -70,7 +71,7 @@ def serve(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
 def prepare(conn: Any, spec: dict[str, Any], timeout_ms: int, commit_each: bool) -> tuple[Helpers, dict[str, Any] | None]:
     """The phase's preprocess SQL, then the predicted SQL once (as BIRD-Interact's harness does;
     test cases may run it again): the helpers, or the verdict every case gets."""
-    from evalbench.db.statements import WRITE_KEYWORDS, split_statements, statement_kind
+    from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
     helpers = Helpers(conn, timeout_ms, commit_each)
     _, error, timeout = helpers.execute_queries(list(spec.get("preprocess_sql") or []), spec.get("db_name", ""), None)
@@ -134,7 +135,7 @@ class Jail:
                 return count
             op = message.get("op")
             if op == "verdict":
-                verdict = {"passed": message.get("passed") is True, "kind": str(message.get("kind")),
+                verdict: dict[str, Any] = {"passed": message.get("passed") is True, "kind": str(message.get("kind")),
                            "message": str(message.get("message") or "")}
                 if not verdict["passed"] and self.helpers.errors:  # the SQL errors the helpers swallowed
                     errors = self.helpers.errors
@@ -219,7 +220,7 @@ def decode(value: Any) -> Any:
     if isinstance(value, dict):
         if len(value) == 1:
             (tag, raw), = value.items()
-            makers = {"$decimal": Decimal, "$datetime": dt.datetime.fromisoformat, "$date": dt.date.fromisoformat,
+            makers: dict[str, Callable[[Any], Any]] = {"$decimal": Decimal, "$datetime": dt.datetime.fromisoformat, "$date": dt.date.fromisoformat,
                       "$time": dt.time.fromisoformat, "$interval": lambda s: dt.timedelta(seconds=float(s)),
                       "$bytes": bytes.fromhex, "$uuid": uuid.UUID}
             if tag in makers:
@@ -249,7 +250,7 @@ def _restore_sequences(conn: Any, state: list[tuple[Any, ...]]) -> None:
     changed = [(n, v, c) for n, v, c in state if current.get(n) != (v, c)]
     if not changed:
         return
-    names, values, called = zip(*changed)
+    names, values, called = zip(*changed, strict=True)
     restore = sql.SQL(
         "BEGIN READ WRITE; SELECT setval(s::regclass, v, c) FROM unnest({}::text[], {}::bigint[], {}::bool[]) AS x(s, v, c); COMMIT"
     ).format(sql.Literal(list(names)), sql.Literal(list(values)), sql.Literal(list(called)))

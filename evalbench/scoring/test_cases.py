@@ -16,8 +16,6 @@ import logging
 from contextlib import nullcontext
 from typing import Any
 
-import psycopg
-
 from evalbench.conversation import Conversation, Phase, PhaseRecord
 from evalbench.dataset import Item
 from evalbench.scoring import SCORERS, Score
@@ -60,10 +58,13 @@ class TestCases:
             return Score(0.0, False, detail=f"no answer to score: {phase.outcome.value}")
         if not phase.sql:
             return Score(0.0, False, detail="the agent returned no SQL")
+        sandbox = phase.sandbox
+        if sandbox is not None and not getattr(sandbox, "runs_test_cases", True):
+            return Score.not_applicable(f"test cases hold a PostgreSQL connection; this {sandbox.dialect} database cannot "
+                                        "run them (the state the SQL leaves decides: state_match)")
         conninfo = getattr(phase, "conninfo", None) or self.conninfo
         if not conninfo:
             return Score(0.0, False, detail="scorer error: no database connection for the test cases")
-        sandbox = phase.sandbox
         verdicts = run_phase_test_cases(getattr(sandbox, "clones", None), conninfo, cases, [phase.sql], phase.golden_sql,
                                         lock=getattr(sandbox, "write_lock", None),
                                         db_name=conversation.item.database, preprocess_sql=preprocess,
@@ -85,7 +86,7 @@ def run_phase_test_cases(clones: Any, conninfo: str, cases: list[str], pred_sqls
         try:
             with clones.clone() as copy:  # a database of its own: no lock needed
                 return run_test_cases(conninfo, cases, pred_sqls, sol_sqls, clone=copy, **options)
-        except psycopg.Error as exc:
+        except Exception as exc:  # noqa: BLE001  # a copy is an optimisation: any failure falls back
             log.warning("no copy of the database for test cases (%s): running them in rolled-back transactions", exc)
     with lock if lock is not None else nullcontext():  # they write (and restore sequences): not beside other writers
         return run_test_cases(conninfo, cases, pred_sqls, sol_sqls, **options)

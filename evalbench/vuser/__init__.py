@@ -8,7 +8,8 @@ audit record.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalbench.registry import Registry
 
@@ -20,20 +21,25 @@ if TYPE_CHECKING:
 class VirtualUser(Protocol):
     name: str
 
-    def answer(self, conversation: "Conversation", question: str) -> "VUserReply": ...
+    def answer(self, conversation: Conversation, question: str) -> VUserReply: ...
 
     def describe(self) -> dict[str, Any]: ...
 
 
 VUserFactory = Callable[[Any, int, "Knowledge"], VirtualUser]  # (config, run seed, knowledge base)
-VUSERS: Registry[VUserFactory] = Registry("virtual user")
+VUSERS: Registry[VUserFactory] = Registry("virtual user", group="evalbench.vusers")  # plugins: docs/extending.md
 
 
 # The module that registers each virtual user, imported only when it is used.
 _MODULES = {"rules": "evalbench.vuser.rules", "llm": "evalbench.vuser.llm", "replay": "evalbench.vuser.replay"}
 
 
-def build_vuser(config: Any, run_seed: int, knowledge: "Knowledge | None" = None) -> VirtualUser:
+def known_vusers() -> list[str]:
+    """Built-in virtual user names and those of installed plugins."""
+    return sorted(set(_MODULES) | set(VUSERS.names()))
+
+
+def build_vuser(config: Any, run_seed: int, knowledge: Knowledge | None = None) -> VirtualUser:
     if config.vuser in _MODULES and config.vuser not in VUSERS:
         importlib.import_module(_MODULES[config.vuser])
     return VUSERS.get(config.vuser)(config, run_seed, knowledge or {})

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot.errors import TokenError
 
-from evalbench.db.statements import _tokenizer
+from evalbench.statements import _tokenizer
 
 if TYPE_CHECKING:
     from evalbench.conversation import Conversation, VUserAction
@@ -67,7 +67,7 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def audit_reply(text: str, conversation: "Conversation", action: "VUserAction | None" = None) -> dict[str, Any]:
+def audit_reply(text: str, conversation: Conversation, action: VUserAction | None = None) -> dict[str, Any]:
     """``{"leaks": [...]}``: what in ``text`` gives the answer away (empty when nothing does)."""
     phase = conversation.phase
     leaks: list[str] = []

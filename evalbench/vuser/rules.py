@@ -60,9 +60,9 @@ class RulesVirtualUser:
         labeled = []
         for ambiguity in item.ambiguities:
             term_words = _words(ambiguity.term)
-            if ambiguity.term.lower() in asked or (term_words and len(term_words & asked_words) * 2 > len(term_words)):
-                if ambiguity.term not in labeled:
-                    labeled.append(ambiguity.term)
+            mentioned = ambiguity.term.lower() in asked or (term_words and len(term_words & asked_words) * 2 > len(term_words))
+            if mentioned and ambiguity.term not in labeled:
+                labeled.append(ambiguity.term)
         if labeled:
             return VUserAction("labeled", terms=labeled)
         golden = conversation.phase.golden_sql[0]

@@ -76,9 +76,10 @@ import asyncio
 import functools
 import json
 import os
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncGenerator, Literal
+from typing import Any, Literal
 
 from google.adk.models import BaseLlm, LlmCapabilities, LlmRequest, LlmResponse
 from google.adk.models.registry import LLMRegistry

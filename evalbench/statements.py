@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from sqlglot.errors import TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Tokenizer, TokenType
 
 # First keywords of statements that only read.
 READ_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "(", "EXPLAIN", "SHOW"})
@@ -26,20 +26,24 @@ STREAM_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "(", "EXPLAIN"
 _local = threading.local()
 
 
-def _tokenizer():  # type: ignore[no-untyped-def]
-    """A tokenizer of this thread's own: sqlglot's tokenizer keeps state while it runs."""
-    tokenizer = getattr(_local, "tokenizer", None)
+def _tokenizer(dialect: str = "postgres") -> Tokenizer:
+    """A tokenizer of this thread's own for ``dialect`` (sqlglot's name): sqlglot's tokenizer
+    keeps state while it runs."""
+    tokenizers = getattr(_local, "tokenizers", None)
+    if tokenizers is None:
+        tokenizers = _local.tokenizers = {}
+    tokenizer = tokenizers.get(dialect)
     if tokenizer is None:
-        from sqlglot.dialects.postgres import Postgres
+        from sqlglot.dialects.dialect import Dialect
 
-        tokenizer = _local.tokenizer = Postgres().tokenizer_class()
+        tokenizer = tokenizers[dialect] = Dialect.get_or_raise(dialect).tokenizer_class()
     return tokenizer
 
 
-def split_statements(sql: str) -> list[str]:
-    """The non-empty statements of ``sql``, without their terminating semicolons."""
+def split_statements(sql: str, dialect: str = "postgres") -> list[str]:
+    """The non-empty statements of ``sql`` (in ``dialect``), without their terminating semicolons."""
     try:
-        tokens = _tokenizer().tokenize(sql)
+        tokens = _tokenizer(dialect).tokenize(sql)
     except TokenError:
         stripped = sql.strip().rstrip(";").strip()
         return [stripped] if stripped else []
@@ -71,7 +75,7 @@ _MODIFYING = frozenset({TokenType.INSERT, TokenType.UPDATE, TokenType.DELETE, To
 _LOCK_WORDS = frozenset({"FOR", "KEY", "NO"})  # SELECT ... FOR [NO KEY] UPDATE is a read
 
 
-def statement_kind(statement: str) -> tuple[str, bool]:
+def statement_kind(statement: str, dialect: str = "postgres") -> tuple[str, bool]:
     """(main verb, modifies data) of one statement.
 
     The main verb of ``WITH ... UPDATE ...`` is UPDATE: the first verb at parenthesis depth 0
@@ -79,7 +83,7 @@ def statement_kind(statement: str) -> tuple[str, bool]:
     anywhere (a data-modifying CTE); strings and quoted identifiers are not keywords.
     """
     try:
-        tokens = _tokenizer().tokenize(statement)
+        tokens = _tokenizer(dialect).tokenize(statement)
     except TokenError:
         word = first_keyword(statement)
         return word, word in {"INSERT", "UPDATE", "DELETE", "MERGE"}
@@ -121,8 +125,8 @@ def first_keyword(statement: str) -> str:
     return "(" if first.token_type == TokenType.L_PAREN else first.text.upper()
 
 
-def last_statement(sql: str) -> str:
+def last_statement(sql: str, dialect: str = "postgres") -> str:
     """The last statement of ``sql`` without its semicolon (comments after it dropped), for
     parsing a query that may end with ``; -- a comment``."""
-    statements = split_statements(sql)
+    statements = split_statements(sql, dialect)
     return statements[-1] if statements else sql

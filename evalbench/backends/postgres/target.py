@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 
 from evalbench.config import DatabaseConfig
-from evalbench.db.embedded import embedded_url
+from evalbench.backends.postgres.embedded import embedded_url
 
 SANDBOX_ROLE = "evalbench_sandbox"
 

@@ -17,17 +17,19 @@ import select
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterator, Sequence
 
 import psycopg
 from psycopg import sql
 from sqlalchemy.pool import QueuePool
 
 from evalbench import deadline
-from evalbench.db.pgtypes import register_loaders
-from evalbench.db.statements import (
-    READ_KEYWORDS,
+from evalbench.backends.admission import admit
+from evalbench.backends.base import DatabaseUnavailable, ErrorKind, ExecutionResult, Mode, PreprocessErrors
+from evalbench.backends.fingerprint import Fingerprint, written_tables
+from evalbench.backends.postgres.pgtypes import register_loaders
+from evalbench.backends.postgres import state
+from evalbench.statements import (
     STREAM_KEYWORDS,
     WRITE_KEYWORDS,
     split_statements,
@@ -43,34 +45,11 @@ SELECT format('%I.%I', schemaname, sequencename), COALESCE(last_value, start_val
 FROM pg_sequences
 """
 
-ErrorKind = Literal["sql", "timeout", "forbidden", "connection", "preprocess"]
-Mode = Literal["read", "write"]
-PreprocessErrors = Literal["fail", "stop"]
-
-
-@dataclass
-class ExecutionResult:
-    """The outcome of running SQL. ``rows`` hold at most ``max_rows`` tuples."""
-
-    columns: list[str] = field(default_factory=list)
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    truncated: bool = False
-    elapsed_s: float = 0.0
-    error: str | None = None
-    error_kind: ErrorKind | None = None
-    statements: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def row_count(self) -> int:
-        return len(self.rows)
-
-
 class Sandbox:
     """Runs SQL against one database through a small connection pool."""
+
+    dialect = "postgres"
+    runs_test_cases = True  # BIRD-Interact's test cases take a psycopg connection
 
     def __init__(
         self,
@@ -104,7 +83,7 @@ class Sandbox:
             reset_on_return=None,  # every execution ends with its own ROLLBACK
         )
         self.write_lock = threading.RLock()  # re-entered by scorers that run SQL while it is held
-        self.clones: Any = None  # evalbench.db.clones.CloneFactory, when test cases can run on copies
+        self.clones: Any = None  # evalbench.backends.postgres.clones.CloneFactory, when test cases can run on copies
         self._warned_sequences = False
 
     def close(self) -> None:
@@ -126,31 +105,15 @@ class Sandbox:
         trusted ``preprocess`` SQL, and return the result of the last statement. A failing
         preprocess text fails the execution, or with ``preprocess_errors="stop"`` (BIRD-Interact's
         ``execute_queries``) is undone alone and ends the preprocessing."""
-        texts = [sql] if isinstance(sql, str) else list(sql)
-        unreadable = _not_text(texts)
-        if unreadable is not None:
-            return ExecutionResult(error=unreadable, error_kind="sql")
-        statements = [s for text in texts for s in split_statements(text)]
-        result = ExecutionResult(statements=len(statements))
-        allowed = READ_KEYWORDS if mode == "read" else WRITE_KEYWORDS
-        for statement in statements:
-            verb, _ = statement_kind(statement)
-            if verb not in allowed:
-                result.error = f"{verb or 'this'} statements are not allowed here ({mode}-only execution)"
-                result.error_kind = "forbidden"
-                return result
-        if not statements:
-            result.error, result.error_kind = "no SQL statement to run", "sql"
-            return result
-        budget = deadline.budget(self.statement_timeout_ms / 1000)
-        if budget is not None and budget <= 0:
-            result.error, result.error_kind = "the conversation deadline has passed", "timeout"
+        admission = admit(sql, mode, self.dialect, self.statement_timeout_ms / 1000)
+        statements, result = admission.statements, admission.result
+        if admission.refused:
             return result
         if self._limiter:
             self._limiter.acquire()
-        end = time.monotonic() + (budget if budget is not None else self.statement_timeout_ms / 1000)
+        end = time.monotonic() + admission.budget_s
         # the single-query path needs a SET only when the deadline is nearer than its session default
-        near = budget is not None and budget * 1000 < self.statement_timeout_ms
+        near = admission.budget_s * 1000 < self.statement_timeout_ms
         # Executions that may write (write mode, or preprocess_sql) run one at a time per database:
         # sequences are not transactional, so their values are restored after the rollback, and
         # that must not race another writer.
@@ -163,8 +126,8 @@ class Sandbox:
     def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail") -> Iterator["WriteTransaction"]:
         """One READ WRITE transaction, as the sandbox role, after ``preprocess``, for work that
         runs several scripts on the same starting state (``state_match``): always rolled back,
-        sequences restored, one at a time per database. Raises psycopg.OperationalError when
-        the database cannot be reached."""
+        sequences restored, one at a time per database. Raises DatabaseUnavailable when the
+        database cannot be reached."""
         with self.write_lock:
             fairy, conn = self._checkout()
             healthy = True
@@ -176,7 +139,7 @@ class Sandbox:
                 yield WriteTransaction(self, conn, sequences, failed.error)
             except psycopg.OperationalError as exc:
                 healthy = isinstance(exc, psycopg.errors.QueryCanceled)
-                raise
+                raise DatabaseUnavailable(_message(exc)) from exc
             finally:
                 self._release(fairy, conn, healthy, healthy, sequences)
 
@@ -453,6 +416,10 @@ class WriteTransaction:
         """A harness query (trusted SQL) in the current state."""
         return self.conn.execute(query, params).fetchall()  # type: ignore[call-overload]
 
+    def fingerprint(self, statements: Sequence[str]) -> Fingerprint:
+        """The state now, covering at least the tables ``statements`` may write."""
+        return state.fingerprint(self, written_tables(statements, "postgres"))
+
 
 def _describe(conn: psycopg.Connection, statement: str) -> list[str]:
     """The column names of a query, from the server's description of it (not executed again)."""
@@ -482,18 +449,6 @@ def _hung_up(conn: psycopg.Connection) -> bool:
         return bool(select.select([conn.fileno()], [], [], 0)[0])
     except (OSError, ValueError, psycopg.Error):
         return True
-
-
-def _not_text(texts: Sequence[str]) -> str | None:
-    """Why the SQL cannot be sent (a lone surrogate or NUL: no server would read it), or None."""
-    for text in texts:
-        if "\x00" in text:
-            return "the SQL contains a NUL character"
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"the SQL is not valid text ({exc.reason} at character {exc.start})"
-    return None
 
 
 def _message(exc: BaseException) -> str:

@@ -26,7 +26,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
-from evalbench.db.target import SANDBOX_ROLE
+from evalbench.backends.postgres.target import SANDBOX_ROLE
 
 log = logging.getLogger(__name__)
 

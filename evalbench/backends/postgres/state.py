@@ -10,16 +10,13 @@ triggers) — a large one by the tables the statements write and the tables that
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
-import sqlglot
-from sqlglot import expressions as exp
+from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint
 
 if TYPE_CHECKING:
-    from evalbench.db.sandbox import WriteTransaction
+    from evalbench.backends.base import WriteTransaction
 
-Fingerprint = dict[str, tuple[int, str]]  # table (or "schema") -> (rows, hash)
-SCHEMA_KEY = "schema"
 WHOLE_DATABASE_ROWS = 2_000_000  # estimated rows up to which every table is fingerprinted
 
 _USER_SCHEMAS = "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'"
@@ -63,27 +60,6 @@ WHERE co.contype = 'f'
 """
 
 
-def written_tables(statements: Sequence[str]) -> set[str] | None:
-    """Names (lower case, unqualified) of the tables the statements write or define; None when a
-    statement cannot be read (then every table must be covered)."""
-    tables: set[str] = set()
-    for statement in statements:
-        try:
-            tree = sqlglot.parse_one(statement, read="postgres")
-        except sqlglot.errors.SqlglotError:
-            return None
-        if isinstance(tree, (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter,
-                             exp.TruncateTable)):
-            targets = [tree.this] if not isinstance(tree, exp.TruncateTable) else list(tree.expressions)
-            for target in targets:
-                table = target.find(exp.Table) if target is not None and not isinstance(target, exp.Table) else target
-                if table is not None and table.name:
-                    tables.add(table.name.lower())
-        elif isinstance(tree, exp.Command):
-            return None  # something sqlglot only passes through (DO, CALL, ...): cover everything
-    return tables
-
-
 def fingerprint(tx: "WriteTransaction", tables: set[str] | None) -> Fingerprint:
     """The state as ``tx`` sees it: the schema hash and, per covered table, (rows, hash of the rows)."""
     known = {name: estimate for name, estimate in tx.rows(_TABLES)}
@@ -109,21 +85,3 @@ def _closure(tx: "WriteTransaction", known: dict[str, int], tables: set[str]) ->
                 covered.add(child)
                 grew = True
     return covered
-
-
-def differences(a: Fingerprint, b: Fingerprint) -> list[str]:
-    """What differs between two fingerprints, for a score's detail (``a`` golden, ``b`` predicted)."""
-    out = []
-    for name in sorted(set(a) | set(b)):
-        left, right = a.get(name), b.get(name)
-        if left == right:
-            continue
-        if name == SCHEMA_KEY:
-            out.append("the schema differs")
-        elif left is None or right is None:
-            out.append(f"{name} exists only {'after the predicted SQL' if left is None else 'after the golden SQL'}")
-        elif left[0] != right[0]:
-            out.append(f"{name}: {left[0]} rows after the golden SQL, {right[0]} after the predicted SQL")
-        else:
-            out.append(f"{name}: same row count ({left[0]}), different rows")
-    return out

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Callable
-
 import psycopg
 
 _COLUMNS = """
@@ -35,40 +32,3 @@ def describe_schema(conninfo: str) -> str:
         if table in tables:
             tables[table].append(f"  {definition}")
     return "\n\n".join(f"CREATE TABLE {name} (\n" + ",\n".join(lines) + "\n);" for name, lines in tables.items())
-
-
-class SchemaCatalog:
-    """Schema text per (dialect, database), described once, when an agent first asks."""
-
-    def __init__(self) -> None:
-        self._sources: dict[tuple[str, str], Callable[[], str]] = {}
-        self._cache: dict[tuple[str, str], str] = {}
-        self._lock = threading.Lock()
-
-    def register(self, dialect: str, database: str, conninfo: str) -> None:
-        self._sources[(dialect, database)] = lambda: describe_schema(conninfo)
-
-    def __call__(self, dialect: str, database: str) -> str:
-        key = (dialect, database)
-        with self._lock:
-            if key not in self._cache:
-                source = self._sources.get(key)
-                self._cache[key] = source() if source else ""
-            return self._cache[key]
-
-
-class QueryCatalog:
-    """Read-only queries per (dialect, database) through its sandbox, once it is provisioned."""
-
-    def __init__(self) -> None:
-        self._sandboxes: dict[tuple[str, str], Any] = {}
-
-    def register(self, dialect: str, database: str, sandbox: Any) -> None:
-        self._sandboxes[(dialect, database)] = sandbox
-
-    def __call__(self, dialect: str, database: str, sql: str) -> list[tuple[Any, ...]] | None:
-        sandbox = self._sandboxes.get((dialect, database))
-        if sandbox is None:
-            return None
-        result = sandbox.execute(sql, mode="read")
-        return None if result.error is not None or result.truncated else result.rows

@@ -13,7 +13,6 @@ db config sets ``allow_destructive_setup``.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import hmac
 import logging
@@ -25,9 +24,10 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from evalbench.db.clones import make_template, reset_role, template_mark, template_name
-from evalbench.db.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo
-from evalbench.dataset.loader import database_name_problem
+from evalbench.backends.postgres.clones import make_template, reset_role, template_mark, template_name
+from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo
+from evalbench.backends.setup import SetupFiles, value_rows
+from evalbench.backends.setup import find_setup as _find_setup
 from evalbench.errors import ProvisioningError, SandboxError
 
 log = logging.getLogger(__name__)
@@ -40,24 +40,6 @@ DIALECT_DIRS = {"postgres": ("postgres", "postgresql"), "alloydb": ("alloydb", "
 
 
 @dataclass(frozen=True)
-class SetupFiles:
-    database: str
-    pre_setup: Path | None
-    setup: Path | None
-    post_setup: Path | None
-    data: tuple[Path, ...]
-
-    def all(self) -> list[Path]:
-        return [p for p in (self.pre_setup, self.setup, self.post_setup) if p] + list(self.data)
-
-    def checksum(self) -> str:
-        digest = hashlib.sha256(PROVISIONING_VERSION.encode())
-        for path in self.all():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        return digest.hexdigest()[:32]
-
-
-@dataclass(frozen=True)
 class ProvisionReport:
     database: str
     action: str  # "created", "rebuilt", "reused", "external" (used as is)
@@ -66,39 +48,14 @@ class ProvisionReport:
     tables_loaded: int = 0
     rows_loaded: int = 0
     warning: str | None = None
-    template: str | None = None  # the copy test cases are run on copies of (evalbench.db.clones)
+    template: str | None = None  # the copy test cases are run on copies of (evalbench.backends.postgres.clones)
     sandbox_password: str | None = field(default=None, repr=False)  # never written anywhere
 
 
 def find_setup(setup_directory: Path | None, database: str, dialect: str) -> SetupFiles | None:
-    """The setup files of ``database``, or None when the setup directory has no folder for it.
-
-    ``database`` comes from the dataset (``selected_database`` / ``database``): it must name one
-    folder *inside* the setup directory. A name that is empty, ``.`` or ``..``, holds a path
-    separator or a NUL, or is absolute would read setup SQL from elsewhere (``../other``,
-    ``/etc``): a :class:`ProvisioningError` naming it, and the group's items are recorded as
-    ``db_error`` with that message; nothing outside the setup directory is read."""
-    if setup_directory is None:
-        return None
-    problem = database_name_problem(database)  # the dataset loader refuses such records already
-    if problem is not None:
-        raise ProvisioningError(f"{problem} (the items' selected_database / database key, inside the setup directory "
-                                f"{setup_directory})")
-    root = setup_directory / database
-    if not root.is_dir():
-        return None
-    sql_dir = next((root / d for d in DIALECT_DIRS.get(dialect, (dialect,)) if (root / d).is_dir()), None)
-
-    def pick(name: str) -> Path | None:
-        path = sql_dir / f"{name}.sql" if sql_dir else None
-        return path if path is not None and path.is_file() else None
-
-    data_dir = root / "data"
-    data = tuple(sorted(data_dir.glob("*.csv"))) if data_dir.is_dir() else ()
-    files = SetupFiles(database, pick("pre_setup"), pick("setup"), pick("post_setup"), data)
-    if not files.all():
-        raise ProvisioningError(f"{root}: no setup SQL for dialect {dialect!r} and no data/*.csv")
-    return files
+    """The setup files of ``database`` for a PostgreSQL-family dialect (see
+    :func:`evalbench.backends.setup.find_setup`)."""
+    return _find_setup(setup_directory, database, dialect, DIALECT_DIRS.get(dialect, (dialect,)))
 
 
 def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionReport:
@@ -113,7 +70,7 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
         )
         if setup is None:
             return _use_as_is(target, admin, can_create_roles)
-        checksum = setup.checksum()
+        checksum = setup.checksum(PROVISIONING_VERSION)
         # Serialise provisioning of one database across processes (parallel test runs, CI).
         admin.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (_MARK + target.name,))
         try:
@@ -225,15 +182,10 @@ def _load_csv(conn: psycopg.Connection, path: Path) -> int:
     """Insert the rows of a CSV whose cells are SQL literals; errors name file and line."""
     table = sql.Identifier(path.stem)
     count = 0
-    with path.open(newline="", encoding="utf-8") as handle, conn.transaction():
-        reader = csv.reader(handle)
+    with conn.transaction():
         batch: list[tuple[int, str]] = []
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if any(not cell.strip() for cell in row):
-                raise ProvisioningError(f"{path}:{reader.line_num}: empty cell (write NULL for a missing value)")
-            batch.append((reader.line_num, "(" + ", ".join(row) + ")"))
+        for line, values in value_rows(path):
+            batch.append((line, values))
             if len(batch) >= _INSERT_BATCH:
                 count += _insert(conn, path, table, batch)
                 batch = []

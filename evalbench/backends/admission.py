@@ -1,0 +1,60 @@
+"""What every backend's sandbox checks before it runs anything: the SQL is text, splits into
+statements (in the backend's dialect), every statement is of a kind the mode allows, and the
+conversation's deadline leaves time. Shared so no backend can forget one of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from evalbench import deadline
+from evalbench.backends.base import ExecutionResult, Mode
+from evalbench.statements import READ_KEYWORDS, WRITE_KEYWORDS, split_statements, statement_kind
+
+
+@dataclass
+class Admission:
+    statements: list[str]
+    result: ExecutionResult  # carries the error when the execution is refused
+    budget_s: float = 0.0  # the time the execution may take
+
+    @property
+    def refused(self) -> bool:
+        return self.result.error is not None
+
+
+def admit(sql: str | Sequence[str], mode: Mode, dialect: str, timeout_s: float) -> Admission:
+    """The statements of ``sql`` and their time budget, or a refusal (forbidden, empty, deadline)."""
+    texts = [sql] if isinstance(sql, str) else list(sql)
+    unreadable = not_text(texts)
+    if unreadable is not None:
+        return Admission([], ExecutionResult(error=unreadable, error_kind="sql"))
+    statements = [s for text in texts for s in split_statements(text, dialect)]
+    result = ExecutionResult(statements=len(statements))
+    allowed = READ_KEYWORDS if mode == "read" else WRITE_KEYWORDS
+    for statement in statements:
+        verb, _ = statement_kind(statement, dialect)
+        if verb not in allowed:
+            result.error = f"{verb or 'this'} statements are not allowed here ({mode}-only execution)"
+            result.error_kind = "forbidden"
+            return Admission(statements, result)
+    if not statements:
+        result.error, result.error_kind = "no SQL statement to run", "sql"
+        return Admission(statements, result)
+    budget = deadline.budget(timeout_s)
+    if budget is not None and budget <= 0:
+        result.error, result.error_kind = "the conversation deadline has passed", "timeout"
+        return Admission(statements, result)
+    return Admission(statements, result, timeout_s if budget is None else budget)
+
+
+def not_text(texts: Sequence[str]) -> str | None:
+    """Why the SQL cannot be sent (a lone surrogate or NUL: no server would read it), or None."""
+    for text in texts:
+        if "\x00" in text:
+            return "the SQL contains a NUL character"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"the SQL is not valid text ({exc.reason} at character {exc.start})"
+    return None

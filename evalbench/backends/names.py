@@ -1,0 +1,48 @@
+"""Backend names: the registry of backend factories (built in, or declared by other packages
+under the ``evalbench.backends`` entry point group), their aliases, and which backend a database
+config selects.
+
+Apart from :mod:`evalbench.backends` (which also makes the backend instances) so that the config
+schema can check a ``db_type`` without the ``Backend`` interface, which itself takes configs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from evalbench.registry import Registry
+
+BACKENDS: Registry[Callable[[], Any]] = Registry("backend", group="evalbench.backends")
+
+# name -> "module:class"; imported on first use
+_BUILT_IN = {
+    "postgres": "evalbench.backends.postgres.backend:PostgresBackend",
+    "alloydb": "evalbench.backends.postgres.connectors:AlloyDBBackend",
+    "cloudsql": "evalbench.backends.postgres.connectors:CloudSQLBackend",
+    "sqlite": "evalbench.backends.sqlite.backend:SQLiteBackend",
+    "duckdb": "evalbench.backends.duckdb.backend:DuckDBBackend",
+    "mysql": "evalbench.backends.mysql.backend:MySQLBackend",
+}
+# other spellings of a built-in backend's name (EvalBench's db_type values among them)
+ALIASES = {"postgresql": "postgres", "pg": "postgres", "psql": "postgres", "mariadb": "mysql",
+           "cloud_sql": "cloudsql", "cloudsql_postgres": "cloudsql", "sqlite3": "sqlite"}
+
+
+def _lazy(target: str) -> Callable[[], Any]:
+    def factory() -> Any:
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)()
+
+    return factory
+
+
+for _name, _target in _BUILT_IN.items():
+    BACKENDS.register(_name)(_lazy(_target))
+
+
+def backend_name(db_type: str | None, dialect: str) -> str:
+    """The backend a database config selects: its ``db_type``, else its dialect's own."""
+    name = (db_type or dialect).strip().lower()
+    return ALIASES.get(name, name)

@@ -1,0 +1,79 @@
+"""PostgreSQL behind the :class:`~evalbench.backends.base.Backend` interface: the embedded server
+(pgserver) or an external one, provisioned from a setup directory, agent SQL run as an
+unprivileged sandbox role (:mod:`.sandbox`), test cases on throwaway copies (:mod:`.clones`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
+from evalbench.backends.postgres.clones import CloneFactory
+from evalbench.backends.postgres.provision import DIALECT_DIRS, provision, sandbox_login
+from evalbench.backends.postgres.sandbox import Sandbox
+from evalbench.backends.postgres.schema import describe_schema
+from evalbench.backends.postgres.target import DatabaseTarget, libpq_conninfo, resolve_target
+from evalbench.backends.setup import SetupFiles
+from evalbench.errors import ProvisioningError
+from evalbench.probes import first_line
+
+if TYPE_CHECKING:
+    from evalbench.config import DatabaseConfig
+
+
+class PostgresBackend:
+    name = "postgres"
+    dialect = "postgres"
+
+    def setup_dialects(self) -> Sequence[str]:
+        return DIALECT_DIRS["postgres"]
+
+    def target(self, config: DatabaseConfig, embedded_dir: Path | None) -> DatabaseTarget:
+        """Where the database lives (starts the embedded server when it is the one)."""
+        return resolve_target(config, embedded_dir)
+
+    def provision(self, config: DatabaseConfig, setup: SetupFiles | None, embedded_dir: Path | None) -> Provisioned:
+        target = self.target(config, embedded_dir)
+        report = provision(target, setup)
+        return Provisioned(action=report.action, checksum=report.checksum, sandbox_user=report.sandbox_user,
+                           tables_loaded=report.tables_loaded, rows_loaded=report.rows_loaded, warning=report.warning,
+                           handle=(target, report))
+
+    def open_sandbox(self, config: DatabaseConfig, provisioned: Provisioned, limits: SandboxLimits,
+                     embedded_dir: Path | None) -> Sandbox:
+        target, report = provisioned.handle
+        url = target.url(user=report.sandbox_user, password=report.sandbox_password)  # never the admin connection
+        conninfo = libpq_conninfo(url)
+        sandbox = Sandbox(conninfo, pool_size=limits.pool_size, statement_timeout_s=limits.statement_timeout_s,
+                          max_rows=limits.max_rows, executions_per_minute=limits.executions_per_minute)
+        if report.template is not None:  # test cases run on throwaway copies, each statement committed
+            sandbox.clones = CloneFactory(libpq_conninfo(target.admin), report.template, conninfo, report.sandbox_user)
+        return sandbox
+
+    def describe_schema(self, sandbox: Sandbox) -> str:  # type: ignore[override]
+        return describe_schema(sandbox.conninfo)
+
+    def probe(self, config: DatabaseConfig, setup: SetupFiles | None, embedded_dir: Path | None, timeout_s: float) -> str:
+        """The server is reachable as admin and the sandbox role logs in (created if missing, as
+        provisioning does); the database itself exists, or has a setup to create it from."""
+        import psycopg
+
+        target = self.target(config, embedded_dir)
+        fix = "start the server, or fix this database's db config (url, or host/port/user_name/password)"
+        try:
+            admin = psycopg.connect(libpq_conninfo(target.admin), autocommit=True, connect_timeout=max(2, round(timeout_s)))
+        except psycopg.Error as exc:
+            raise DatabaseUnavailable(f"cannot connect to {target.describe()} ({first_line(exc)}); {fix}") from None
+        with admin:
+            can_create_roles = bool(admin.execute(
+                "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user").fetchone()[0])  # type: ignore[index]
+            exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (target.name,)).fetchone() is not None
+            if not exists and setup is None:
+                raise ProvisioningError(f"database {target.name!r} does not exist on {target.describe()} and there is no setup "
+                                        "for it; set setup_directory to a folder holding a sub-folder with this name")
+            # a database provisioning will create does not exist yet: the role logs in to the maintenance database
+            login = sandbox_login(target if exists else replace(target, name=target.admin.database or "postgres"),
+                                  admin, can_create_roles)
+        state = "exists" if exists else "will be created from its setup"
+        return f"{target.describe()} reachable; the database {state}; agent SQL runs as {login.user!r} (logged in)"

@@ -1,0 +1,49 @@
+"""SQLite behind the :class:`~evalbench.backends.base.Backend` interface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
+from evalbench.backends.setup import SetupFiles
+from evalbench.backends.sqlite.files import database_file, provision_file, read_marks
+from evalbench.backends.sqlite.sandbox import SQLiteSandbox
+from evalbench.errors import ProvisioningError
+
+if TYPE_CHECKING:
+    from evalbench.config import DatabaseConfig
+
+
+class SQLiteBackend:
+    name = "sqlite"
+    dialect = "sqlite"
+
+    def setup_dialects(self) -> Sequence[str]:
+        return ("sqlite", "sqlite3")
+
+    def provision(self, config: DatabaseConfig, setup: SetupFiles | None, embedded_dir: Path | None) -> Provisioned:
+        return provision_file(config, database_file(config, embedded_dir), setup)
+
+    def open_sandbox(self, config: DatabaseConfig, provisioned: Provisioned, limits: SandboxLimits,
+                     embedded_dir: Path | None) -> SQLiteSandbox:
+        return SQLiteSandbox(provisioned.handle, limits)
+
+    def describe_schema(self, sandbox: SQLiteSandbox) -> str:  # type: ignore[override]
+        """The ``CREATE`` statements of the tables and views, as SQLite keeps them."""
+        import sqlite3
+
+        with sqlite3.connect(f"file:{sandbox.path}?mode=ro", uri=True) as conn:
+            rows = conn.execute("SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND sql IS NOT NULL "
+                                "AND name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
+        return "\n\n".join(f"{sql};" for (sql,) in rows)
+
+    def probe(self, config: DatabaseConfig, setup: SetupFiles | None, embedded_dir: Path | None, timeout_s: float) -> str:
+        path = database_file(config, embedded_dir)
+        if path.exists():
+            if read_marks(path) is None:
+                raise DatabaseUnavailable(f"{path} is not a SQLite database")
+            return f"sqlite/{config.database_name}: {path} " + ("will be rebuilt from its setup if it changed" if setup else "used as is")
+        if setup is None:
+            raise ProvisioningError(f"sqlite database {path} does not exist and there is no setup for {config.database_name!r}")
+        return f"sqlite/{config.database_name}: {path} will be created from its setup"

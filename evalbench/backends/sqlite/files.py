@@ -1,0 +1,154 @@
+"""Where a SQLite database file lives and how it is built from a setup directory.
+
+A database built by evalbench is marked (``PRAGMA application_id``) and carries a short form of
+its setup's checksum (``PRAGMA user_version``): an unchanged setup is reused, a changed one is
+rebuilt, and a file evalbench did not build is never overwritten unless the db config says
+``allow_destructive_setup``. A build goes to a temporary file renamed into place, so a reader
+never sees half a database and two runs building at once both end with a whole one.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalbench.backends.base import Provisioned
+from evalbench.backends.setup import SetupFiles, value_rows
+from evalbench.errors import ProvisioningError
+
+if TYPE_CHECKING:
+    from evalbench.config import DatabaseConfig
+
+PROVISIONING_VERSION = "sqlite-1"
+APPLICATION_ID = 0x45564231  # "EVB1": built by evalbench
+_INSERT_BATCH = 500
+EXTENSIONS = (".db", ".sqlite", ".sqlite3")
+
+
+def database_file(config: DatabaseConfig, embedded_dir: Path | None) -> Path:
+    """The file of ``config``'s database: ``url: sqlite:///PATH``; ``database_path`` naming a file,
+    or a folder holding ``<database>.db`` (EvalBench's databases/sqlite.py); else a cache folder."""
+    if config.url is not None:
+        url = config.url.get_secret_value()
+        if not url.startswith("sqlite:///"):
+            raise ProvisioningError(f"url of a sqlite database must be sqlite:///PATH, got {url.split(':', 1)[0]}:...")
+        return Path(url.removeprefix("sqlite:///"))
+    if config.database_path:
+        path = Path(config.database_path)
+        if path.suffix in EXTENSIONS and not path.is_dir():
+            return path
+        existing = next((path / (config.database_name + ext) for ext in EXTENSIONS
+                         if (path / (config.database_name + ext)).is_file()), None)
+        return existing or path / f"{config.database_name}.db"
+    return cache_folder(embedded_dir) / f"{config.database_name}.db"
+
+
+def cache_folder(embedded_dir: Path | None, engine: str = "sqlite") -> Path:
+    """Where database files built with no ``database_path`` go: beside the embedded PostgreSQL's
+    data directory (``embedded.data_dir``, or EVALBENCH_PGDATA), else ~/.cache/evalbench/<engine>."""
+    base = embedded_dir or (Path(os.environ["EVALBENCH_PGDATA"]) if os.environ.get("EVALBENCH_PGDATA") else None)
+    if base is not None:
+        return Path(f"{base}-{engine}")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalbench" / engine
+
+
+def stamp(checksum: str) -> int:
+    """The checksum as ``user_version`` (a 32-bit signed integer)."""
+    return int(checksum[:7], 16)
+
+
+def read_marks(path: Path) -> tuple[int, int] | None:
+    """(application_id, user_version) of a database file, None when it is not one."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            return conn.execute("PRAGMA application_id").fetchone()[0], conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.Error:
+        return None
+
+
+def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None) -> Provisioned:
+    """Build ``path`` from ``setup`` unless it is already built from it; with no setup, the file
+    must exist and is used as it is."""
+    if setup is None:
+        if not path.is_file():
+            raise ProvisioningError(f"sqlite database {path} does not exist and there is no setup for "
+                                    f"{config.database_name!r} (set setup_directory, or database_path to its folder)")
+        return Provisioned(action="external", handle=path)
+    checksum = setup.checksum(PROVISIONING_VERSION)
+    marks = read_marks(path) if path.exists() else None
+    if marks == (APPLICATION_ID, stamp(checksum)):
+        return Provisioned(action="reused", checksum=checksum, handle=path)
+    if path.exists() and (marks is None or marks[0] != APPLICATION_ID) and not config.allow_destructive_setup:
+        raise ProvisioningError(f"{path} exists and was not built by evalbench; set allow_destructive_setup: true in "
+                                "its db config to let evalbench replace it, or leave it out of setup_directory to use it as is")
+    action = "rebuilt" if path.exists() else "created"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{os.getpid()}.building")
+    draft.unlink(missing_ok=True)
+    try:
+        tables, rows = build(draft, setup, checksum)
+        os.replace(draft, path)
+    finally:
+        draft.unlink(missing_ok=True)
+    return Provisioned(action=action, checksum=checksum, tables_loaded=tables, rows_loaded=rows, handle=path)
+
+
+def build(path: Path, setup: SetupFiles, checksum: str) -> tuple[int, int]:
+    """Run the setup SQL and load the CSVs into a new file; errors name the file (and line)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for script in (setup.pre_setup, setup.setup):
+            if script:
+                _run_script(conn, script)
+        rows = sum(_load_csv(conn, data) for data in setup.data)
+        if setup.post_setup:
+            _run_script(conn, setup.post_setup)
+        conn.execute("ANALYZE")
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {stamp(checksum)}")
+    finally:
+        conn.close()
+    return len(setup.data), rows
+
+
+def _run_script(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        conn.executescript(path.read_text(encoding="utf-8"))
+    except sqlite3.Error as exc:
+        raise ProvisioningError(f"{path}: {exc}") from None
+
+
+def _load_csv(conn: sqlite3.Connection, path: Path) -> int:
+    head = f'INSERT INTO "{path.stem}" VALUES '
+    count = 0
+    conn.execute("BEGIN")
+    try:
+        batch: list[tuple[int, str]] = []
+        for line, values in value_rows(path):
+            batch.append((line, values))
+            if len(batch) >= _INSERT_BATCH:
+                count += _insert(conn, path, head, batch)
+                batch = []
+        if batch:
+            count += _insert(conn, path, head, batch)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return count
+
+
+def _insert(conn: sqlite3.Connection, path: Path, head: str, batch: list[tuple[int, str]]) -> int:
+    try:
+        conn.execute(head + ", ".join(values for _, values in batch))
+        return len(batch)
+    except sqlite3.Error:
+        pass
+    for line, values in batch:  # find the offending row
+        try:
+            conn.execute(head + values)
+        except sqlite3.Error as exc:
+            raise ProvisioningError(f"{path}:{line}: {exc}") from None
+    raise ProvisioningError(f"{path}: a batch of rows failed to load, but no single row did")
