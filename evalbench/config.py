@@ -36,19 +36,17 @@ from evalbench.config_compat import (
     rejected_run_key,
     scorer_aliases,
 )
-from evalbench.dataset.formats import normalise_dialect
-from evalbench.errors import ConfigError
-from evalbench.plugin_config import PluginVUserConfig, discriminated
-from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
-
-
-from evalbench.config_types import (  # noqa: E402
+from evalbench.config_types import (
     ExistingPath,
     GenaiClientOptions,
     ResolvedPath,
     StrictModel,
     resolve_relative,
 )
+from evalbench.dataset.formats import normalise_dialect
+from evalbench.errors import ConfigError
+from evalbench.plugin_config import PluginVUserConfig, discriminated
+from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
 
 log = logging.getLogger(__name__)
 # The relative paths resolved while one run config loads (recorded in the manifest).
@@ -67,7 +65,6 @@ from evalbench.config_agents import (  # noqa: E402  (the agent configs: part of
     SimulatedAgentConfig,
     _agent_shorthand,
 )
-
 
 # --------------------------------------------------------------------------- virtual user
 
@@ -154,6 +151,13 @@ def _normalise_db_type(value: Any) -> Any:
 # Backends whose database is a file: EvalBench's ``database_path`` is then the folder of the
 # ``<database>.db`` files (databases/sqlite.py::SQLiteDB), not a server's host:port.
 FILE_BACKENDS = frozenset({"sqlite", "duckdb"})
+# Backends that reach a Google Cloud instance through its Python connector when given one.
+CONNECTOR_BACKENDS = frozenset({"alloydb", "cloudsql"})
+
+
+def is_instance_name(path: str) -> bool:
+    """An AlloyDB instance URI (projects/...) or a Cloud SQL connection name (project:region:instance)."""
+    return path.startswith("projects/") or path.count(":") >= 2
 
 
 def _normalise_dialect(value: Any) -> Any:
@@ -184,6 +188,10 @@ class DatabaseConfig(StrictModel):
     host: str | None = Field(None, description="host of an external server")
     port: int | None = Field(None, description="port of an external server")
     url: SecretStr | None = Field(None, description="SQLAlchemy/libpq URL of an external server; overrides host/user keys")
+    instance: str | None = Field(None, description="db_type alloydb: the instance URI (projects/P/locations/R/clusters/C/instances/I); "
+                                                   "db_type cloudsql: the connection name (P:R:I); reached through Google's Python connector")
+    ip_type: Literal["public", "private", "psc"] = Field("public", description="alloydb/cloudsql: which of the instance's IP addresses the connector uses")
+    enable_iam_auth: bool = Field(False, description="alloydb/cloudsql: log in with IAM database authentication (no password)")
     embedded: bool | None = Field(None, description="use the embedded PostgreSQL (default when no url or host is given)")
     max_executions_per_minute: int | None = Field(None, ge=1, description="rate limit of SQL executions on this database")
     statement_timeout_s: float | None = Field(None, gt=0, description="overrides execution.statement_timeout_s")
@@ -194,8 +202,8 @@ class DatabaseConfig(StrictModel):
 
     NOT_APPLIED: ClassVar[dict[str, str]] = {
         "secret_manager_path": "GCP Secret Manager is not read: write password: ${VAR}, or let libpq read PGPASSWORD / ~/.pgpass",
-        "gcp_project_id": "the server is reached at database_path/host (no AlloyDB connector)",
-        "gcp_region": "the server is reached at database_path/host (no AlloyDB connector)",
+        "gcp_project_id": "the project is part of the instance URI (instance, or database_path)",
+        "gcp_region": "the region is part of the instance URI (instance, or database_path)",
         "nl_config": "AlloyDB AI natural language is not used",
     }
 
@@ -210,18 +218,24 @@ class DatabaseConfig(StrictModel):
         if data.get("host") is not None or data.get("url") is not None:
             raise ValueError("database_path (EvalBench's host:port) cannot be combined with host or url: keep one")
         data = dict(data)
-        data.update(database_path(str(data["database_path"]), str(data.get("db_type") or "postgres")))
+        path = str(data["database_path"]).strip()
+        if _normalise_db_type(data.get("db_type") or "postgres") in CONNECTOR_BACKENDS and is_instance_name(path):
+            data.setdefault("instance", path)  # an instance the connector reaches (databases/alloydb.py::AlloyDB)
+            return data
+        data.update(database_path(path, str(data.get("db_type") or "postgres")))
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> "DatabaseConfig":
-        if self.embedded and (self.url is not None or self.host is not None):
-            raise ValueError("embedded: true cannot be combined with url or host")
+    def _check(self) -> DatabaseConfig:
+        if self.embedded and (self.url is not None or self.host is not None or self.instance is not None):
+            raise ValueError("embedded: true cannot be combined with url, host or instance")
+        if self.instance is not None and self.backend not in CONNECTOR_BACKENDS:
+            raise ValueError(f"instance is reached through Google's connector: set db_type: alloydb or cloudsql (not {self.backend})")
         return self
 
     @property
     def is_embedded(self) -> bool:
-        return self.embedded if self.embedded is not None else (self.url is None and self.host is None)
+        return self.embedded if self.embedded is not None else (self.url is None and self.host is None and self.instance is None)
 
     @property
     def backend(self) -> str:
@@ -305,6 +319,10 @@ class SubsetConfig(StrictModel):
     limit: int | None = Field(None, ge=1, description="the first N items, in dataset order")
 
 
+def _default_scorers() -> dict[str, dict[str, Any] | None]:
+    return {"exec_match": {}, "executable": {}, "turn_count": {}}
+
+
 class RunConfig(StrictModel):
     """A run: which dataset, which databases, which agent and virtual user, which scorers."""
 
@@ -338,7 +356,7 @@ class RunConfig(StrictModel):
         None, description="folder of <database>_kb.jsonl files (default: knowledge/ beside the dataset, if present)"
     )
     scorers: dict[str, dict[str, Any] | None] = Field(
-        default_factory=lambda: {"exec_match": {}, "executable": {}, "turn_count": {}},
+        default_factory=_default_scorers,
         description="scorer name -> options (see docs/scoring.md)",
     )
     primary: dict[str, str | list[str]] | None = Field(
@@ -405,7 +423,7 @@ class RunConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _truncate_outputs(self) -> "RunConfig":
+    def _truncate_outputs(self) -> RunConfig:
         rows = self.reporting.truncate_execution_outputs
         if rows is not None and "preview_rows" not in self.execution.model_fields_set:
             object.__setattr__(self, "execution", self.execution.model_copy(update={"preview_rows": rows}))
@@ -662,7 +680,7 @@ def _load_nested(doc: YamlDocument, key_path: tuple[Any, ...], entry: Any, base:
     return entry
 
 
-class _NestedFile(dict):  # type: ignore[type-arg]
+class _NestedFile(dict):
     """A mapping read from another file; validation errors inside it name that file."""
 
     def __init__(self, doc: YamlDocument) -> None:
@@ -742,10 +760,10 @@ def _describe(err: Any, *, show_input: bool = True) -> str:
 __all__ = [
     "AdkAgentConfig",
     "AgentConfig",
+    "DatabaseConfig",
     "GeminiAgentConfig",
     "LlmVUserConfig",
     "OpenAICompatAgentConfig",
-    "DatabaseConfig",
     "RunConfig",
     "SimulatedAgentConfig",
     "VUserConfig",

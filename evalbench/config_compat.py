@@ -75,8 +75,9 @@ def database_path(value: str, db_type: str) -> dict[str, Any]:
     path = value.strip()
     if path.startswith("projects/") or path.count(":") >= 2:
         proxy = "AlloyDB Auth Proxy" if db_type == "alloydb" or path.startswith("projects/") else "Cloud SQL Auth Proxy"
-        raise ValueError(f"database_path {path!r} names a cloud instance, which needs its connector: run the {proxy} "
-                         "and write database_path: 127.0.0.1:5432 (or host: and port:)")
+        kind = "alloydb" if "Alloy" in proxy else "cloudsql"
+        raise ValueError(f"database_path {path!r} names a cloud instance, which needs its connector: set db_type: {kind} "
+                         f"(pip install 'evalbench[{kind}]'), or run the {proxy} and write database_path: 127.0.0.1:5432")
     if path.startswith("/"):  # a socket directory goes in the URL's query, where libpq reads it
         return {"url": f"postgresql:///postgres?host={quote(path, safe='/')}"}
     host, _, port = path.rpartition(":") if ":" in path else (path, "", "")

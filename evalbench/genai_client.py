@@ -112,7 +112,7 @@ def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: s
         return client.models.generate_content(model=model, contents=contents, config=config)
     except genai_errors.APIError as exc:
         raise api_failure(exc) from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (every failure becomes a CallFailed, retryable or not)
         failure = transport_failure(exc, endpoint or "the Gemini API", timeout_s)
         if failure is not None:
             raise failure from None

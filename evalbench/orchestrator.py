@@ -13,21 +13,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
-from evalbench import __version__, deadline
+from evalbench import __version__, databases, deadline
 from evalbench.agents import AgentContext, build_agent
+from evalbench.backends.base import Sandbox
+from evalbench.catalogs import QueryCatalog, SchemaCatalog
 from evalbench.config import RunConfig
 from evalbench.conversation import Conversation, Outcome, Stage, conversation_seed, fail
 from evalbench.dataset import Dataset, RecordError
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
-from evalbench import databases
-from evalbench.backends.base import Sandbox
-from evalbench.catalogs import QueryCatalog, SchemaCatalog
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
 from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
@@ -132,7 +132,7 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         session["config_changes"] = session_changes(previous_config, manifest["config"])
         # what may change on resume (the subset, the trials, with --retry-errors how the agent is
         # reached) is the run's from now on: the next resume and the reports read it here
-        manifest = previous | {"sessions": previous.get("sessions", []) + [session], "config": manifest["config"],
+        manifest = previous | {"sessions": [*previous.get("sessions", []), session], "config": manifest["config"],
                                "dataset": manifest["dataset"], "agent": manifest["agent"],
                                "config_fingerprint": manifest["config_fingerprint"]}
     else:
@@ -332,7 +332,7 @@ def _patience(config: RunConfig) -> int:
 
 
 def _record_unrunnable(config: RunConfig, dataset: Dataset, group: Group, error: str, work: StageWork, on_complete: Any,
-                       done: set[tuple[Any, str]]) -> None:
+                       done: set[tuple[Any, str, int]]) -> None:
     """A group whose database cannot be set up: every item is still recorded (as db_error)."""
     for conv in _conversations(config, dataset, group, done):
         stage = fail(conv, Outcome.DB_ERROR, f"database setup failed: {error}")
@@ -452,7 +452,7 @@ def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent
               dataset_sha256: str, metric_scorers: list[str]) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in ("sqlglot", "psycopg", "sqlalchemy", "pydantic", "pgserver", "google-genai", "httpx"):
         try:
             packages[name] = version(name)

@@ -31,10 +31,11 @@ import difflib
 import logging
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError
 from evalbench.probes import Unreachable

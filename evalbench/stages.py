@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from evalbench import deadline
 from evalbench.agents import Agent
+from evalbench.backends.base import Sandbox
 from evalbench.conversation import (
     AgentReply,
     Conversation,
@@ -31,7 +32,6 @@ from evalbench.conversation import (
     start,
 )
 from evalbench.dataset import Item
-from evalbench.backends.base import Sandbox
 from evalbench.scoring import Score, Scorer
 from evalbench.scoring.primary import PrimaryPolicy
 from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem
@@ -115,7 +115,7 @@ class StageWork:
                 conv.session = agent.open_session(conv)
                 conv.sessions_opened += 1
             reply = conv.session.send(conv.last_turn.user_text)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (any adapter failure is the conversation's agent_error)
             kind = getattr(exc, "kind", None)  # an adapter's own classification (e.g. ADK: no session, "connection")
             reply = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}",
                                error_kind=kind if isinstance(kind, str) and kind else "exception")
@@ -129,7 +129,7 @@ class StageWork:
         question = reply.text if reply is not None else ""
         try:
             return self.parts.vuser.answer(conv, question)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (any virtual-user failure is recorded, not raised)
             return VUserReply(action=None, text="", error=f"{type(exc).__name__}: {exc}")
 
     def _execute_golden(self, conv: Conversation) -> tuple[Outcome, str] | None:

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from evalbench.backends.base import ExecutionResult, Sandbox
 from evalbench.config import RunConfig
 from evalbench.conversation import PhaseRecord, follow_up_phase, main_phase
 from evalbench.dataset import Dataset, Item, RecordError
-from evalbench.backends.base import ExecutionResult, Sandbox
 from evalbench.scoring.execution import golden_is_ordered
 from evalbench.scoring.plan import plan_scoring
 from evalbench.scoring.semantics import ResultRules, execute_golden, golden_problem
@@ -258,7 +258,7 @@ def _open_sandbox(config: RunConfig, dialect: str, database: str, report: Valida
 
 
 def _check_one(item: Item, sandbox: Sandbox | None, rules: ResultRules, limits: dict[str, float] | None,
-               bar: "_ProgressBar") -> ItemReport:
+               bar: _ProgressBar) -> ItemReport:
     """One item's findings, on a pool thread (its golden SQL through the shared sandbox pool)."""
     try:
         report = check_item(item, sandbox, rules)

@@ -164,7 +164,6 @@ def test_write_transaction_fingerprints_tell_states_apart(shop) -> None:
 
 
 def test_interrupt_stops_a_running_query(shop) -> None:
-    *_, sandbox = shop
     slow = SandboxLimits(pool_size=1, statement_timeout_s=30.0, max_rows=10)
     backend, config, _, provisioned, _ = shop
     patient = backend.open_sandbox(config, provisioned, slow, None)

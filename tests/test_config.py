@@ -443,7 +443,7 @@ def test_url_with_password_combined_with_embedded_does_not_leak(cfg_dir):
         HEAD + "database_configs:\n  - database_name: x\n    url: postgresql://u:url-secret-77@h/x\n    embedded: true\n",
     )
     err = load_error(path)
-    assert str(err) == f"{path}:4: database_configs[0]: embedded: true cannot be combined with url or host"
+    assert str(err) == f"{path}:4: database_configs[0]: embedded: true cannot be combined with url, host or instance"
 
 
 def test_url_given_where_a_database_config_file_is_expected_does_not_leak(cfg_dir):

@@ -4,8 +4,8 @@ conversation's deadline leaves time. Shared so no backend can forget one of them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from evalbench import deadline
 from evalbench.backends.base import ExecutionResult, Mode

@@ -70,6 +70,18 @@ def find_setup(setup_directory: Path | None, database: str, dialect: str,
     return files
 
 
+def value_batches(path: Path, size: int = 500) -> Iterator[list[tuple[int, str]]]:
+    """:func:`value_rows` in lists of at most ``size`` (one multi-row INSERT each)."""
+    batch: list[tuple[int, str]] = []
+    for row in value_rows(path):
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def value_rows(path: Path) -> Iterator[tuple[int, str]]:
     """``(line, "(cell, cell, ...)")`` for every row of a CSV whose cells are SQL literals."""
     with path.open(newline="", encoding="utf-8") as handle:

@@ -18,9 +18,9 @@ from typing import Any
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.fingerprint import differences
 from evalbench.conversation import Conversation, PhaseRecord
-from evalbench.statements import split_statements
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, normalise_rows
+from evalbench.statements import split_statements
 
 
 @SCORERS.register("state_match")
@@ -55,12 +55,12 @@ class StateMatch:
             return Score(0.0, False, detail=f"scorer error: the database failed: {exc}")
 
     def _compare(self, phase: PhaseRecord, runs: list[list[str]], eval_query: list[str]) -> Score:
-        with phase.sandbox.write_transaction(phase.preprocess, phase.preprocess_errors) as tx:  # type: ignore[arg-type]
+        with phase.sandbox.write_transaction(phase.preprocess, phase.preprocess_errors) as tx:
             if tx.preprocess_error is not None:
                 return Score(0.0, False, detail=f"scorer error: {tx.preprocess_error}")
-            dialect = phase.sandbox.dialect  # type: ignore[union-attr]
+            dialect = phase.sandbox.dialect
             statements = [s for run in runs for text in run for s in split_statements(text, dialect)]
-            statements += [s for s in split_statements(phase.sql, dialect)]
+            statements += [s for s in split_statements(phase.sql or "", dialect)]
 
             def inspect(t: Any) -> Any:
                 if eval_query:

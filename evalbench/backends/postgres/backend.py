@@ -4,9 +4,10 @@ unprivileged sandbox role (:mod:`.sandbox`), test cases on throwaway copies (:mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
 from evalbench.backends.postgres.clones import CloneFactory
@@ -34,7 +35,9 @@ class PostgresBackend:
         return resolve_target(config, embedded_dir)
 
     def provision(self, config: DatabaseConfig, setup: SetupFiles | None, embedded_dir: Path | None) -> Provisioned:
-        target = self.target(config, embedded_dir)
+        return self._provision(self.target(config, embedded_dir), setup)
+
+    def _provision(self, target: DatabaseTarget, setup: SetupFiles | None) -> Provisioned:
         report = provision(target, setup)
         return Provisioned(action=report.action, checksum=report.checksum, sandbox_user=report.sandbox_user,
                            tables_loaded=report.tables_loaded, rows_loaded=report.rows_loaded, warning=report.warning,
@@ -51,18 +54,20 @@ class PostgresBackend:
             sandbox.clones = CloneFactory(libpq_conninfo(target.admin), report.template, conninfo, report.sandbox_user)
         return sandbox
 
-    def describe_schema(self, sandbox: Sandbox) -> str:  # type: ignore[override]
-        return describe_schema(sandbox.conninfo)
+    def describe_schema(self, sandbox: Sandbox) -> str:
+        return describe_schema(sandbox.open_connection)
 
     def probe(self, config: DatabaseConfig, setup: SetupFiles | None, embedded_dir: Path | None, timeout_s: float) -> str:
         """The server is reachable as admin and the sandbox role logs in (created if missing, as
         provisioning does); the database itself exists, or has a setup to create it from."""
+        return self._probe(self.target(config, embedded_dir), setup, timeout_s)
+
+    def _probe(self, target: DatabaseTarget, setup: SetupFiles | None, timeout_s: float) -> str:
         import psycopg
 
-        target = self.target(config, embedded_dir)
         fix = "start the server, or fix this database's db config (url, or host/port/user_name/password)"
         try:
-            admin = psycopg.connect(libpq_conninfo(target.admin), autocommit=True, connect_timeout=max(2, round(timeout_s)))
+            admin = target.connect_admin(autocommit=True, connect_timeout=max(2, round(timeout_s)))
         except psycopg.Error as exc:
             raise DatabaseUnavailable(f"cannot connect to {target.describe()} ({first_line(exc)}); {fix}") from None
         with admin:

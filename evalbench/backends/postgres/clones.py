@@ -18,8 +18,8 @@ import itertools
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import psycopg
 from psycopg import sql
@@ -102,6 +102,7 @@ class CloneFactory:
                 with psycopg.connect(self.admin_conninfo, autocommit=True, connect_timeout=15) as admin:
                     admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
                     if self.sandbox_user == SANDBOX_ROLE:  # every statement was committed: undo what outlives the copy
-                        reset_role(admin, SANDBOX_ROLE, conninfo_to_dict(self.sandbox_conninfo).get("password"))
+                        password = conninfo_to_dict(self.sandbox_conninfo).get("password")
+                        reset_role(admin, SANDBOX_ROLE, None if password is None else str(password))
             except psycopg.Error as exc:  # left behind, not lost: named after its template and process
                 log.warning("could not drop the test-case database %s or reset the sandbox role: %s", name, exc)

@@ -24,7 +24,7 @@ def _loader(base: type, name: str, binary: bool) -> type:
     plus, minus = _INFINITE[name]
     tokens = _BINARY[name] if binary else (b"infinity", b"-infinity")
 
-    class Loader(base):  # type: ignore[misc, valid-type]
+    class Loader(base):
         def load(self, data: Any) -> Any:
             raw = bytes(data)
             if raw == tokens[0]:

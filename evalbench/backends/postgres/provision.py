@@ -13,6 +13,7 @@ db config sets ``allow_destructive_setup``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -25,8 +26,8 @@ import psycopg
 from psycopg import sql
 
 from evalbench.backends.postgres.clones import make_template, reset_role, template_mark, template_name
-from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo
-from evalbench.backends.setup import SetupFiles, value_rows
+from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget
+from evalbench.backends.setup import SetupFiles, value_batches
 from evalbench.backends.setup import find_setup as _find_setup
 from evalbench.errors import ProvisioningError, SandboxError
 
@@ -61,7 +62,7 @@ def find_setup(setup_directory: Path | None, database: str, dialect: str) -> Set
 def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionReport:
     """Make sure ``target`` exists and matches ``setup``; create the sandbox role."""
     try:
-        admin = psycopg.connect(libpq_conninfo(target.admin), autocommit=True, connect_timeout=15)
+        admin = target.connect_admin(autocommit=True, connect_timeout=15)
     except psycopg.Error as exc:
         raise ProvisioningError(f"cannot connect to {target.describe()}: {_pg_message(exc)}") from None
     with admin:
@@ -80,7 +81,7 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
             comment = row[0] if row else None
             if row is not None and comment == f"{_MARK}ok:{checksum}":
                 login = sandbox_login(target, admin, can_create_roles)
-                template = _template(admin, target.name, checksum, fresh=False)
+                template = _template(admin, target, checksum, fresh=False)
                 return ProvisionReport(target.name, "reused", checksum, login.user, warning=login.warning,
                                        template=template, sandbox_password=login.password)
             action = "created"
@@ -100,7 +101,7 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
             login = sandbox_login(target, admin, can_create_roles, grants=_OWNER_GRANTS)
             warning = _revoke_signals(target) or login.warning
             _comment(admin, target.name, f"{_MARK}ok:{checksum}")
-            template = _template(admin, target.name, checksum, fresh=True)
+            template = _template(admin, target, checksum, fresh=True)
             log.info("provisioned %s (%d tables, %d rows)", target.describe(), tables, rows)
             return ProvisionReport(target.name, action, checksum, login.user, tables, rows, warning, template,
                                    login.password)
@@ -108,10 +109,13 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
             admin.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (_MARK + target.name,))
 
 
-def _template(admin: psycopg.Connection, database: str, checksum: str, fresh: bool) -> str | None:
+def _template(admin: psycopg.Connection, target: DatabaseTarget, checksum: str, fresh: bool) -> str | None:
     """The template test cases copy (made now when the database was just loaded, or is missing
     or outdated); None when it cannot be made (the database is in use): test cases then run
     inside one rolled-back transaction instead."""
+    if target.connector is not None:
+        return None  # test cases (a child process with a libpq connection string) cannot use the connector
+    database = target.name
     mark = f"{_MARK}tpl:{checksum}"
     if not fresh and template_mark(admin, database) == mark:
         return template_name(database)
@@ -147,7 +151,7 @@ def _comment(admin: psycopg.Connection, database: str, text: str) -> None:
 
 def _load(target: DatabaseTarget, setup: SetupFiles) -> tuple[int, int]:
     try:
-        conn = psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15)
+        conn = target.connect(autocommit=True, connect_timeout=15)
     except psycopg.Error as exc:
         raise ProvisioningError(f"cannot connect to {target.describe()}: {_pg_message(exc)}") from None
     rows = 0
@@ -170,7 +174,7 @@ def _run_file(conn: psycopg.Connection, path: Path) -> None:
         return
     try:
         with conn.transaction():
-            conn.execute(text)  # type: ignore[call-overload]  # trusted setup SQL, may hold many statements
+            conn.execute(text)  # trusted setup SQL, may hold many statements
     except psycopg.Error as exc:
         position = getattr(exc.diag, "statement_position", None)
         line = text.count("\n", 0, int(position) - 1) + 1 if position else None
@@ -183,13 +187,7 @@ def _load_csv(conn: psycopg.Connection, path: Path) -> int:
     table = sql.Identifier(path.stem)
     count = 0
     with conn.transaction():
-        batch: list[tuple[int, str]] = []
-        for line, values in value_rows(path):
-            batch.append((line, values))
-            if len(batch) >= _INSERT_BATCH:
-                count += _insert(conn, path, table, batch)
-                batch = []
-        if batch:
+        for batch in value_batches(path, _INSERT_BATCH):
             count += _insert(conn, path, table, batch)
     return count
 
@@ -198,14 +196,14 @@ def _insert(conn: psycopg.Connection, path: Path, table: sql.Identifier, batch: 
     head = sql.SQL("INSERT INTO {} VALUES ").format(table).as_string(conn)
     try:
         with conn.transaction():
-            conn.execute(head + ", ".join(values for _, values in batch))  # type: ignore[call-overload]
+            conn.execute(head + ", ".join(values for _, values in batch))
         return len(batch)
     except psycopg.Error:
         pass
     for line, values in batch:  # find the offending row
         try:
             with conn.transaction():
-                conn.execute(head + values)  # type: ignore[call-overload]
+                conn.execute(head + values)
         except psycopg.Error as exc:
             raise ProvisioningError(f"{path}:{line}: {_pg_message(exc)}") from None
     raise ProvisioningError(f"{path}: a batch of rows failed to load, but no single row did")
@@ -226,7 +224,7 @@ def _advance_sequences(conn: psycopg.Connection) -> None:
     explicit ids leave them at 1, and a later INSERT would collide on the primary key."""
     for seq, table, column in conn.execute(_OWNED_SEQUENCES).fetchall():
         conn.execute(
-            f"SELECT setval(%s, COALESCE((SELECT max({column}) FROM {table}), 1), "  # type: ignore[call-overload]
+            f"SELECT setval(%s, COALESCE((SELECT max({column}) FROM {table}), 1), "
             f"(SELECT max({column}) FROM {table}) IS NOT NULL)",
             (seq,),
         )
@@ -288,22 +286,21 @@ def _sandbox_role(target: DatabaseTarget, admin: psycopg.Connection, grants: str
     """Create (or repair) ``evalbench_sandbox`` and log in as it; see :func:`sandbox_login`."""
     role = sql.Identifier(SANDBOX_ROLE)
     if not admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SANDBOX_ROLE,)).fetchone():
-        try:
+        # created by a concurrent run (or a check of another database): the catalog's index says so
+        with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
             admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS")
                           .format(role))
-        except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
-            pass  # created by a concurrent run (or a check of another database): the catalog's index says so
     admin.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
                           "CONNECTION LIMIT -1").format(role))
     reset_role(admin, SANDBOX_ROLE)  # settings it may have given itself in an earlier run
     if grants:
-        with psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15) as conn:
-            conn.execute(grants.replace("{role}", SANDBOX_ROLE).replace("{db}", _quote_ident(target.name)))  # type: ignore[call-overload]
+        with target.connect(autocommit=True, connect_timeout=15) as conn:
+            conn.execute(grants.replace("{role}", SANDBOX_ROLE).replace("{db}", _quote_ident(target.name)))
     for password in (None, sandbox_password(target)):
         if password is not None:
             admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(password)))
         try:
-            with psycopg.connect(libpq_conninfo(target.url(user=SANDBOX_ROLE, password=password)), connect_timeout=15) as conn:
+            with target.connect(user=SANDBOX_ROLE, password=password, connect_timeout=15) as conn:
                 unsafe = conn.execute(_UNSAFE).fetchone()[0]  # type: ignore[index]  # verified as it logs in
         except psycopg.Error as exc:
             error = _pg_message(exc)
@@ -336,7 +333,8 @@ def sandbox_password(target: DatabaseTarget) -> str:
         finally:
             draft.unlink()
     key = key_file.read_text().strip().encode()
-    where = f"{target.admin.host or 'local'}:{target.admin.port or 5432}:{SANDBOX_ROLE}".encode()
+    host = target.config.instance if target.connector is not None else target.admin.host
+    where = f"{host or 'local'}:{target.admin.port or 5432}:{SANDBOX_ROLE}".encode()
     return hmac.new(key, where, hashlib.sha256).hexdigest()
 
 
@@ -345,8 +343,8 @@ def _revoke_signals(target: DatabaseTarget) -> str | None:
     a role signal its own other connections, which are the other conversations' (needs a
     superuser; the functions' ACL lives in each database). A warning when it cannot be done."""
     try:
-        with psycopg.connect(libpq_conninfo(target.url()), autocommit=True, connect_timeout=15) as conn:
-            conn.execute(_REVOKE_SIGNALS)  # type: ignore[call-overload]
+        with target.connect(autocommit=True, connect_timeout=15) as conn:
+            conn.execute(_REVOKE_SIGNALS)
     except psycopg.Error as exc:
         return f"could not revoke pg_cancel_backend/pg_terminate_backend from PUBLIC ({_pg_message(exc)}): " \
                "agent SQL may cancel other conversations' queries"

@@ -12,12 +12,14 @@ through the extended query protocol one at a time, which refuses a string of sev
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -27,15 +29,15 @@ from evalbench import deadline
 from evalbench.backends.admission import admit
 from evalbench.backends.base import DatabaseUnavailable, ErrorKind, ExecutionResult, Mode, PreprocessErrors
 from evalbench.backends.fingerprint import Fingerprint, written_tables
-from evalbench.backends.postgres.pgtypes import register_loaders
 from evalbench.backends.postgres import state
+from evalbench.backends.postgres.pgtypes import register_loaders
+from evalbench.ratelimit import RateLimiter
 from evalbench.statements import (
     STREAM_KEYWORDS,
     WRITE_KEYWORDS,
     split_statements,
     statement_kind,
 )
-from evalbench.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,10 @@ class Sandbox:
         max_rows: int,
         executions_per_minute: int | None = None,
         connect_timeout_s: float = 15.0,
+        connect: Callable[..., psycopg.Connection] | None = None,
     ) -> None:
+        """``connect(**psycopg kwargs)`` opens a connection as the sandbox role (default: libpq
+        with ``conninfo``; a cloud connector's otherwise)."""
         self.conninfo = conninfo  # for work that must connect as the sandbox role itself (test cases)
         self.statement_timeout_ms = max(1, int(statement_timeout_s * 1000))
         self._busy: set[psycopg.Connection] = set()  # connections running an execution (see interrupt)
@@ -68,9 +73,9 @@ class Sandbox:
         self.max_rows = max_rows
         self._chunk = min(max_rows + 1, 1000)
         self._limiter = RateLimiter(executions_per_minute, burst=pool_size) if executions_per_minute else None
+        self.open_connection = connect or (lambda **kwargs: psycopg.connect(conninfo, **kwargs))
         self._pool = QueuePool(
-            lambda: register_loaders(psycopg.connect(
-                conninfo,
+            lambda: register_loaders(self.open_connection(
                 autocommit=True,
                 connect_timeout=int(connect_timeout_s),
                 prepare_threshold=None,  # no server-side prepared statements: DISCARD ALL follows every execution
@@ -83,21 +88,22 @@ class Sandbox:
             reset_on_return=None,  # every execution ends with its own ROLLBACK
         )
         self.write_lock = threading.RLock()  # re-entered by scorers that run SQL while it is held
+        self.on_close: Callable[[], None] | None = None  # e.g. the cloud connector this sandbox connects through
         self.clones: Any = None  # evalbench.backends.postgres.clones.CloneFactory, when test cases can run on copies
         self._warned_sequences = False
 
     def close(self) -> None:
         self._pool.dispose()
+        if self.on_close is not None:
+            self.on_close()
 
     def interrupt(self) -> None:
         """Cancel the statements running now (the run is being cancelled); they end as timeouts."""
         with self._busy_lock:
             busy = list(self._busy)
         for conn in busy:
-            try:
+            with contextlib.suppress(Exception):  # already finished or closed
                 conn.cancel_safe(timeout=2.0)  # the protocol's cancel request: no function call, no privilege
-            except Exception:  # already finished or closed
-                pass
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
@@ -123,7 +129,7 @@ class Sandbox:
         return result
 
     @contextmanager
-    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail") -> Iterator["WriteTransaction"]:
+    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail") -> Iterator[WriteTransaction]:
         """One READ WRITE transaction, as the sandbox role, after ``preprocess``, for work that
         runs several scripts on the same starting state (``state_match``): always rolled back,
         sequences restored, one at a time per database. Raises DatabaseUnavailable when the
@@ -133,7 +139,7 @@ class Sandbox:
             healthy = True
             try:
                 sequences = conn.execute(_SEQUENCE_STATE).fetchall()
-                conn.execute(f"BEGIN READ WRITE; SET LOCAL statement_timeout = {self._left_ms(None)}")  # type: ignore[call-overload]
+                conn.execute(f"BEGIN READ WRITE; SET LOCAL statement_timeout = {self._left_ms(None)}")
                 failed = ExecutionResult()
                 self._preprocess(conn, preprocess, failed, preprocess_errors)
                 yield WriteTransaction(self, conn, sequences, failed.error)
@@ -162,7 +168,7 @@ class Sandbox:
         if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown, psycopg.errors.CannotConnectNow)):
             return _message(exc), "connection"
         try:
-            with psycopg.connect(self.conninfo, connect_timeout=5) as probe:
+            with self.open_connection(connect_timeout=5) as probe:
                 probe.execute("SELECT 1")
         except psycopg.Error:
             return _message(exc), "connection"
@@ -181,7 +187,7 @@ class Sandbox:
         started = time.perf_counter()
         try:
             fairy, conn = self._checkout()
-        except Exception as exc:  # pool timeout or connection failure
+        except Exception as exc:  # noqa: BLE001 (pool timeout or connection failure)
             result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
             result.elapsed_s = time.perf_counter() - started
             return
@@ -238,7 +244,7 @@ class Sandbox:
                 left = self._left_ms(end)
                 if left <= 0:
                     raise psycopg.errors.QueryCanceled("the execution's time budget is spent")
-                conn.execute(f"SET statement_timeout = {left}")  # type: ignore[call-overload]  # undone by DISCARD ALL
+                conn.execute(f"SET statement_timeout = {left}")  # undone by DISCARD ALL
             self._fetch(conn, statement, result)
         except psycopg.errors.QueryCanceled as exc:
             result.error, result.error_kind = _message(exc), "timeout"
@@ -259,7 +265,7 @@ class Sandbox:
         open transaction (between two scripts) under a savepoint, else in a transaction of its own."""
         if not state:
             return
-        names, values, called = zip(*state)
+        names, values, called = zip(*state, strict=True)
         begin, end, undo = ("SAVEPOINT evalbench_seq; ", "; RELEASE SAVEPOINT evalbench_seq", "ROLLBACK TO SAVEPOINT evalbench_seq") \
             if in_transaction else ("BEGIN READ WRITE; ", "; COMMIT", "ROLLBACK")  # the session default is read-only
         restore = sql.SQL(
@@ -285,7 +291,7 @@ class Sandbox:
     ) -> None:
         timeout = f"SET LOCAL statement_timeout = {max(1, self._left_ms(end))}"
         read_only = mode == "read"
-        conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN READ WRITE; ") + timeout)  # type: ignore[call-overload]
+        conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN READ WRITE; ") + timeout)
         if not self._preprocess(conn, preprocess, result, preprocess_errors):
             return
         if read_only and preprocess:
@@ -308,11 +314,11 @@ class Sandbox:
                 result.columns, result.rows = [], []
                 return
             try:
-                conn.execute(f"SET LOCAL statement_timeout = {left}")  # type: ignore[call-overload]  # re-arm: a statement may have changed it
+                conn.execute(f"SET LOCAL statement_timeout = {left}")  # re-arm: a statement may have changed it
                 if last:
                     self._fetch(conn, statement, result)
                 else:
-                    conn.execute(statement, binary=True)  # type: ignore[call-overload]  # extended protocol: one command
+                    conn.execute(statement, binary=True)  # extended protocol: one command
             except psycopg.errors.QueryCanceled as exc:
                 result.error, result.error_kind = _message(exc), "timeout"
                 result.columns, result.rows = [], []
@@ -331,7 +337,7 @@ class Sandbox:
             if errors == "stop":
                 conn.execute(f"SAVEPOINT evalbench_pre_{index}")
             try:
-                conn.execute(text)  # type: ignore[call-overload]  # trusted dataset SQL
+                conn.execute(text)  # trusted dataset SQL
                 continue
             except psycopg.Error as exc:
                 if isinstance(exc, psycopg.OperationalError) and conn.closed:
@@ -353,7 +359,7 @@ class Sandbox:
         try:
             if verb in STREAM_KEYWORDS and not modifies:
                 rows: list[tuple[Any, ...]] = []
-                stream = cursor.stream(statement, size=self._chunk)  # type: ignore[call-overload]
+                stream = cursor.stream(statement, size=self._chunk)
                 try:
                     for row in stream:
                         if len(rows) == self.max_rows:
@@ -362,9 +368,9 @@ class Sandbox:
                         rows.append(row)
                     description = cursor.description
                 finally:
-                    stream.close()  # cancels the query if rows are left
+                    stream.close()  # type: ignore[attr-defined]  # a generator (typed Iterator): cancels the query if rows are left
             else:
-                cursor.execute(statement, binary=True)  # type: ignore[call-overload]  # extended protocol
+                cursor.execute(statement, binary=True)  # extended protocol
                 description = cursor.description
                 rows = cursor.fetchmany(self.max_rows + 1) if description is not None else []
                 if len(rows) > self.max_rows:
@@ -414,7 +420,7 @@ class WriteTransaction:
 
     def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
         """A harness query (trusted SQL) in the current state."""
-        return self.conn.execute(query, params).fetchall()  # type: ignore[call-overload]
+        return self.conn.execute(query, params).fetchall()
 
     def fingerprint(self, statements: Sequence[str]) -> Fingerprint:
         """The state now, covering at least the tables ``statements`` may write."""
@@ -429,7 +435,7 @@ def _describe(conn: psycopg.Connection, statement: str) -> list[str]:
     if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
         return []
     described = pgconn.describe_prepared(b"")
-    return [described.fname(i).decode(encoding) for i in range(described.nfields)]
+    return [(described.fname(i) or b"").decode(encoding) for i in range(described.nfields)]
 
 
 def _streamable(statement: str) -> bool:

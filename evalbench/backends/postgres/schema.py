@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import psycopg
 
 _COLUMNS = """
@@ -19,9 +21,10 @@ ORDER BY 1, 2
 """
 
 
-def describe_schema(conninfo: str) -> str:
-    """``CREATE TABLE``-like text: columns with types and nullability, keys and references."""
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=15) as conn:
+def describe_schema(connect: Callable[..., psycopg.Connection]) -> str:
+    """``CREATE TABLE``-like text: columns with types and nullability, keys and references
+    (``connect(**psycopg kwargs)`` opens a connection as the sandbox role)."""
+    with connect(autocommit=True, connect_timeout=15) as conn:
         columns = conn.execute(_COLUMNS).fetchall()
         constraints = conn.execute(_FOREIGN_KEYS).fetchall()
     tables: dict[str, list[str]] = {}

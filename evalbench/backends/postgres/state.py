@@ -60,7 +60,7 @@ WHERE co.contype = 'f'
 """
 
 
-def fingerprint(tx: "WriteTransaction", tables: set[str] | None) -> Fingerprint:
+def fingerprint(tx: WriteTransaction, tables: set[str] | None) -> Fingerprint:
     """The state as ``tx`` sees it: the schema hash and, per covered table, (rows, hash of the rows)."""
     known = {name: estimate for name, estimate in tx.rows(_TABLES)}
     covered = set(known) if tables is None or sum(known.values()) <= WHOLE_DATABASE_ROWS else _closure(tx, known, tables)
@@ -73,7 +73,7 @@ def fingerprint(tx: "WriteTransaction", tables: set[str] | None) -> Fingerprint:
     return state
 
 
-def _closure(tx: "WriteTransaction", known: dict[str, int], tables: set[str]) -> set[str]:
+def _closure(tx: WriteTransaction, known: dict[str, int], tables: set[str]) -> set[str]:
     """The written tables and, transitively, the tables whose foreign keys reference them."""
     covered = {name for name in known if name.split(".")[-1].strip('"').lower() in tables}
     edges = tx.rows(_REFERENCING)

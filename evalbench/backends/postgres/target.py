@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import psycopg
 from sqlalchemy.engine import URL, make_url
 
-from evalbench.config import DatabaseConfig
 from evalbench.backends.postgres.embedded import embedded_url
+from evalbench.config import DatabaseConfig
 
 SANDBOX_ROLE = "evalbench_sandbox"
 
@@ -24,6 +27,21 @@ class DatabaseTarget:
     admin: URL  # points at the maintenance database
     embedded: bool
     config: DatabaseConfig
+    # Google's AlloyDB / Cloud SQL connector: (database, user, password, **psycopg kwargs) -> a
+    # connection through the instance's TLS tunnel (evalbench.backends.postgres.connectors)
+    connector: Callable[..., psycopg.Connection] | None = None
+
+    def connect(self, database: str | None = None, user: str | None = None, password: str | None = None,
+                **kwargs: Any) -> psycopg.Connection:
+        """A connection to ``database`` (default: this target's) as ``user`` (default: the admin)."""
+        if self.connector is not None:
+            return self.connector(database or self.name, user or self.admin.username,
+                                  password if user is not None else self.admin.password, **kwargs)
+        return psycopg.connect(libpq_conninfo(self.url(database, user, password)), **kwargs)
+
+    def connect_admin(self, **kwargs: Any) -> psycopg.Connection:
+        """A connection to the maintenance database as the admin user."""
+        return self.connect(self.admin.database or "postgres", **kwargs)
 
     def url(self, database: str | None = None, user: str | None = None, password: str | None = None) -> URL:
         url = self.admin.set(database=database or self.name)
@@ -34,6 +52,8 @@ class DatabaseTarget:
     def describe(self) -> str:
         """A log-safe description (no password)."""
         where = "embedded PostgreSQL" if self.embedded else self.admin.render_as_string(hide_password=True)
+        if self.connector is not None:
+            where = f"{self.config.backend} instance {self.config.instance}"
         return f"{self.dialect}/{self.name} on {where}"
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
 from evalbench.backends.setup import SetupFiles
@@ -29,7 +30,7 @@ class SQLiteBackend:
                      embedded_dir: Path | None) -> SQLiteSandbox:
         return SQLiteSandbox(provisioned.handle, limits)
 
-    def describe_schema(self, sandbox: SQLiteSandbox) -> str:  # type: ignore[override]
+    def describe_schema(self, sandbox: SQLiteSandbox) -> str:
         """The ``CREATE`` statements of the tables and views, as SQLite keeps them."""
         import sqlite3
 

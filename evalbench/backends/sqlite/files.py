@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalbench.backends.base import Provisioned
-from evalbench.backends.setup import SetupFiles, value_rows
+from evalbench.backends.setup import SetupFiles, value_batches
 from evalbench.errors import ProvisioningError
 
 if TYPE_CHECKING:
@@ -125,13 +125,7 @@ def _load_csv(conn: sqlite3.Connection, path: Path) -> int:
     count = 0
     conn.execute("BEGIN")
     try:
-        batch: list[tuple[int, str]] = []
-        for line, values in value_rows(path):
-            batch.append((line, values))
-            if len(batch) >= _INSERT_BATCH:
-                count += _insert(conn, path, head, batch)
-                batch = []
-        if batch:
+        for batch in value_batches(path, _INSERT_BATCH):
             count += _insert(conn, path, head, batch)
         conn.execute("COMMIT")
     except BaseException:

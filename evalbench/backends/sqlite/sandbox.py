@@ -11,13 +11,14 @@ statement; the row cap by fetching ``max_rows + 1`` rows.
 
 from __future__ import annotations
 
-import queue
 import sqlite3
+import sys
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from evalbench import deadline
@@ -30,6 +31,7 @@ from evalbench.backends.base import (
     SandboxLimits,
 )
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
+from evalbench.backends.pool import Checkout
 from evalbench.ratelimit import RateLimiter
 from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
@@ -75,12 +77,8 @@ class SQLiteSandbox:
         self.write_lock = threading.RLock()
         self.clones: Any = None
         self._limiter = RateLimiter(limits.executions_per_minute, burst=limits.pool_size) if limits.executions_per_minute else None
-        self._readers: queue.LifoQueue[tuple[sqlite3.Connection, _Guard]] = queue.LifoQueue()
-        for _ in range(max(1, limits.pool_size)):
-            self._readers.put(self._connect(write=False))
-        self._writer = self._connect(write=True)
-        self._busy: set[sqlite3.Connection] = set()
-        self._busy_lock = threading.Lock()
+        self._pool: Checkout[tuple[sqlite3.Connection, _Guard]] = Checkout(
+            lambda: self._connect(write=False), limits.pool_size, self._connect(write=True))
 
     def _connect(self, write: bool) -> tuple[sqlite3.Connection, _Guard]:
         uri = f"file:{quote(str(self.path))}?mode={'rw' if write else 'ro'}"
@@ -92,22 +90,21 @@ class SQLiteSandbox:
         guard = _Guard()
         if not write:
             conn.execute("PRAGMA query_only = ON")
-        conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
+        if sys.version_info >= (3, 11):  # Connection.setlimit; on 3.10 the authorizer alone refuses ATTACH
+            conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
         conn.set_authorizer(guard.authorize)
         conn.set_progress_handler(guard.progress, _PROGRESS_STEPS)
         return conn, guard
 
     def close(self) -> None:
-        while not self._readers.empty():
-            self._readers.get_nowait()[0].close()
-        self._writer[0].close()
+        for conn, _ in self._pool.drain():
+            conn.close()
 
     def interrupt(self) -> None:
         """Interrupt the statements running now (the run is being cancelled)."""
-        with self._busy_lock:
-            for conn in list(self._busy):
-                conn.interrupt()
+        for conn, _ in self._pool.busy():
+            conn.interrupt()
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
@@ -151,17 +148,11 @@ class SQLiteSandbox:
 
     @contextmanager
     def _checkout(self, write: bool) -> Iterator[tuple[sqlite3.Connection, _Guard]]:
-        pair = self._writer if write else self._readers.get()
-        with self._busy_lock:
-            self._busy.add(pair[0])
-        try:
-            yield pair
-        finally:
-            with self._busy_lock:
-                self._busy.discard(pair[0])
-            pair[1].end = float("inf")
-            if not write:
-                self._readers.put(pair)
+        with self._pool(write) as pair:
+            try:
+                yield pair
+            finally:
+                pair[1].end = float("inf")
 
     def _trusted(self, conn: sqlite3.Connection, guard: _Guard, statement: str) -> None:
         guard.trusted = True

@@ -1,0 +1,195 @@
+"""Where a DuckDB database file lives and how it is built from a setup directory.
+
+DuckDB has no per-file user field (``COMMENT ON DATABASE`` / ``ON SCHEMA`` are not implemented),
+and a marker table would be visible to agents, so a database built by evalbench is marked by a
+sidecar file ``<file>.evalbench`` holding the setup's checksum: an unchanged setup is reused, a
+changed one is rebuilt, and a file with no sidecar is never overwritten unless the db config says
+``allow_destructive_setup``. A build goes to a temporary file renamed into place; the sidecar is
+marked "ours, being rebuilt" before the rename and given the checksum after it, so a crash in
+between leaves a file that is rebuilt, never one that is wrongly reused or refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalbench.backends.base import Provisioned
+from evalbench.backends.setup import SetupFiles, value_batches
+from evalbench.errors import ProvisioningError
+from evalbench.statements import split_statements
+
+if TYPE_CHECKING:
+    from evalbench.config import DatabaseConfig
+
+PROVISIONING_VERSION = "duckdb-1"
+EXTENSIONS = (".duckdb", ".ddb", ".db")
+MARK_SUFFIX = ".evalbench"
+_BUILDING = "building"  # the sidecar's checksum while a rebuild is under way (never matches)
+_INSERT_BATCH = 500
+
+
+def database_file(config: DatabaseConfig, embedded_dir: Path | None) -> Path:
+    """The file of ``config``'s database: ``url: duckdb:///PATH``; ``database_path`` naming a
+    file, or a folder holding ``<database>.duckdb``; else a cache folder."""
+    if config.url is not None:
+        url = config.url.get_secret_value()
+        if not url.startswith("duckdb:///"):
+            raise ProvisioningError(f"url of a duckdb database must be duckdb:///PATH, got {url.split(':', 1)[0]}:...")
+        return Path(url.removeprefix("duckdb:///"))
+    if config.database_path:
+        path = Path(config.database_path)
+        if path.suffix in EXTENSIONS and not path.is_dir():
+            return path
+        existing = next((path / (config.database_name + ext) for ext in EXTENSIONS
+                         if (path / (config.database_name + ext)).is_file()), None)
+        return existing or path / f"{config.database_name}.duckdb"
+    return cache_folder(embedded_dir) / f"{config.database_name}.duckdb"
+
+
+def cache_folder(embedded_dir: Path | None) -> Path:
+    if embedded_dir is not None:  # beside the embedded PostgreSQL's data (tests give each their own)
+        return Path(f"{embedded_dir}-duckdb")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalbench" / "duckdb"
+
+
+def mark_file(path: Path) -> Path:
+    return path.with_name(path.name + MARK_SUFFIX)
+
+
+def read_mark(path: Path) -> str | None:
+    """The checksum the sidecar of ``path`` records, or None when evalbench did not build it."""
+    try:
+        data = json.loads(mark_file(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return str(data.get("checksum")) if isinstance(data, dict) and data.get("built_by") == "evalbench" else None
+
+
+def write_mark(path: Path, checksum: str) -> None:
+    """Write the sidecar atomically (a temporary file renamed into place)."""
+    draft = mark_file(path).with_name(f".{mark_file(path).name}.{os.getpid()}")
+    draft.write_text(json.dumps({"built_by": "evalbench", "provisioning": PROVISIONING_VERSION, "checksum": checksum}),
+                     encoding="utf-8")
+    os.replace(draft, mark_file(path))
+
+
+def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None) -> Provisioned:
+    """Build ``path`` from ``setup`` unless it is already built from it; with no setup, the file
+    must exist and is used as it is."""
+    if setup is None:
+        if not path.is_file():
+            raise ProvisioningError(f"duckdb database {path} does not exist and there is no setup for "
+                                    f"{config.database_name!r} (set setup_directory, or database_path to its file)")
+        return Provisioned(action="external", handle=path)
+    checksum = setup.checksum(PROVISIONING_VERSION)
+    mark = read_mark(path) if path.exists() else None
+    if mark == checksum:
+        return Provisioned(action="reused", checksum=checksum, handle=path)
+    if path.exists() and mark is None and not config.allow_destructive_setup:
+        raise ProvisioningError(f"{path} exists and was not built by evalbench (no {mark_file(path).name} beside it); "
+                                "set allow_destructive_setup: true in its db config to let evalbench replace it, "
+                                "or leave it out of setup_directory to use it as is")
+    action = "rebuilt" if path.exists() else "created"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        _check_not_in_use(path)
+    draft = path.with_name(f".{path.name}.{os.getpid()}.building")
+    _remove(draft)
+    try:
+        tables, rows = build(draft, setup)
+        write_mark(path, _BUILDING)
+        Path(f"{path}.wal").unlink(missing_ok=True)  # a stale log of the old file would be replayed into the new one
+        os.replace(draft, path)
+        write_mark(path, checksum)
+    finally:
+        _remove(draft)
+    return Provisioned(action=action, checksum=checksum, tables_loaded=tables, rows_loaded=rows, handle=path)
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    Path(f"{path}.wal").unlink(missing_ok=True)
+
+
+def _check_not_in_use(path: Path) -> None:
+    """Refuse to replace a file another process (or a sandbox of this one) has open."""
+    import duckdb
+
+    try:
+        duckdb.connect(str(path)).close()
+    except duckdb.Error as exc:
+        message = str(exc).splitlines()[0]
+        if "lock" in message.lower() or "different configuration" in message:
+            raise ProvisioningError(f"{path} must be rebuilt (its setup changed) but is in use: {message}") from None
+        # not a database this DuckDB can open: nothing can be using it as one
+
+
+def build(path: Path, setup: SetupFiles) -> tuple[int, int]:
+    """Run the setup SQL and load the CSVs into a new file; errors name the file (and line)."""
+    import duckdb
+
+    conn = duckdb.connect(str(path))
+    try:
+        for script in (setup.pre_setup, setup.setup):
+            if script:
+                run_script(conn, script)
+        rows = sum(_load_csv(conn, data) for data in setup.data)
+        if setup.post_setup:
+            run_script(conn, setup.post_setup)
+        conn.execute("CHECKPOINT")
+    finally:
+        conn.close()
+    return len(setup.data), rows
+
+
+def run_script(conn: Any, path: Path) -> None:
+    """Run a setup script statement by statement; an error names the file and the line."""
+    import duckdb
+
+    text = path.read_text(encoding="utf-8")
+    position = 0
+    for statement in split_statements(text, "duckdb"):
+        found = text.find(statement, position)
+        position = found if found >= 0 else position
+        try:
+            conn.execute(statement)
+        except duckdb.Error as exc:
+            line = text.count("\n", 0, position) + 1
+            raise ProvisioningError(f"{path}:{line}: {str(exc).splitlines()[0]}") from None
+
+
+def _load_csv(conn: Any, path: Path) -> int:
+    head = f'INSERT INTO "{path.stem}" VALUES '
+    count = 0
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for batch in value_batches(path, _INSERT_BATCH):
+            count += _insert(conn, path, head, batch)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return count
+
+
+def _insert(conn: Any, path: Path, head: str, batch: list[tuple[int, str]]) -> int:
+    """Insert a batch; when it fails, find and name the offending row (DuckDB aborts the
+    transaction on an error, so the search runs in a scratch transaction of its own)."""
+    import duckdb
+
+    try:
+        conn.execute(head + ", ".join(values for _, values in batch))
+        return len(batch)
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0]
+    conn.execute("ROLLBACK")
+    conn.execute("BEGIN TRANSACTION")
+    for line, values in batch:
+        try:
+            conn.execute(head + values)
+        except duckdb.Error as exc:
+            raise ProvisioningError(f"{path}:{line}: {str(exc).splitlines()[0]}") from None
+    raise ProvisioningError(f"{path}: a batch of rows failed to load ({first}), but no single row did")

@@ -1,0 +1,393 @@
+"""Sandboxed SQL on a MySQL / MariaDB database.
+
+Reads run as the database's read user (``SELECT`` only) in ``START TRANSACTION READ ONLY``
+transactions; writes (management tasks, preprocess SQL) run as its write user (DML only) in transactions; every transaction is rolled back. MySQL commits DDL at once, so DDL is
+refused in write mode (and the users may not run it), as are writes when a table's engine cannot
+roll back (MyISAM...). The time budget is the server's own (MariaDB ``max_statement_time``,
+MySQL ``max_execution_time``, set before each statement to what is left), with a ``KILL QUERY``
+from a second connection of the same user as a backstop; the row cap is ``fetchmany`` on an
+unbuffered cursor, and a connection whose result was cut is closed rather than drained.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext, suppress
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from evalbench.backends.admission import admit
+from evalbench.backends.base import ExecutionResult, Mode, PreprocessErrors, SandboxLimits
+from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
+from evalbench.backends.mysql.provision import Logins
+from evalbench.backends.mysql.target import MySQLTarget, quote
+from evalbench.backends.pool import Checkout
+from evalbench.ratelimit import RateLimiter
+from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
+
+DDL = frozenset({"CREATE", "ALTER", "DROP", "TRUNCATE", "COMMENT", "RENAME"})
+_TIMEOUT_CODES = {1969, 3024, 1317, 1028}  # max_statement_time, max_execution_time, interrupted, sort aborted
+_LOST_CODES = {2003, 2006, 2013, 2055}
+_BACKSTOP_S = 1.0  # the KILL QUERY comes this long after the server's own timeout
+
+
+class _Conn:
+    """One pooled connection and the user it logs in as."""
+
+    def __init__(self, sandbox: MySQLSandbox, write: bool) -> None:
+        self.user = sandbox.logins.write_user if write else sandbox.logins.read_user
+        self.password = sandbox.logins.write_password if write else sandbox.logins.read_password
+        self.target = sandbox.target
+        self.conn: Any = None
+        self.dirty = False  # an unread result, or a lost connection: replaced before its next use
+
+    def get(self) -> Any:
+        if self.conn is None or self.dirty:
+            self.discard()
+            self.conn = self.target.connect(self.user, self.password, self.target.name)
+        return self.conn
+
+    def discard(self) -> None:
+        if self.conn is not None:
+            with suppress(Exception):  # a connection already broken is closed all the same
+                self.conn.close()  # an unread result is not drained: the server stops sending it
+        self.conn, self.dirty = None, False
+
+    def kill_query(self) -> None:
+        """KILL QUERY from a second connection of the same user (no PROCESS privilege needed)."""
+        conn = self.conn
+        if conn is None:
+            return
+        try:
+            killer = self.target.connect(self.user, self.password, timeout_s=5)
+            try:
+                with killer.cursor() as cursor:
+                    cursor.execute(f"KILL QUERY {int(conn.thread_id())}")
+            finally:
+                killer.close()
+        except pymysql.Error:
+            pass
+
+
+class _Backstop:
+    """Kills the running statement a little after the server should have; says whether it did."""
+
+    def __init__(self, conn: _Conn, budget_s: float) -> None:
+        self.fired = False
+        self._timer = threading.Timer(max(0.0, budget_s) + _BACKSTOP_S, self._fire, args=(conn,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self, conn: _Conn) -> None:
+        self.fired = True
+        conn.kill_query()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class MySQLSandbox:
+    """Runs golden and agent SQL on one MySQL / MariaDB database, never leaving a change behind."""
+
+    dialect = "mysql"
+    runs_test_cases = False
+    conninfo = ""  # test cases hold a psycopg connection: they cannot run here
+
+    def __init__(self, target: MySQLTarget, logins: Logins, limits: SandboxLimits, non_transactional: Sequence[str] = ()) -> None:
+        self.target, self.logins = target, logins
+        self.timeout_s = limits.statement_timeout_s
+        self.max_rows = limits.max_rows
+        self.non_transactional = list(non_transactional)
+        self.write_lock = threading.RLock()
+        self.clones: Any = None
+        self._limiter = RateLimiter(limits.executions_per_minute, burst=limits.pool_size) if limits.executions_per_minute else None
+        self._checkout: Checkout[_Conn] = Checkout(lambda: _Conn(self, write=False), limits.pool_size,
+                                                   _Conn(self, write=True))
+
+    def close(self) -> None:
+        for conn in self._checkout.drain():
+            conn.discard()
+
+    def interrupt(self) -> None:
+        """Interrupt the statements running now (the run is being cancelled)."""
+        for conn in self._checkout.busy():
+            conn.kill_query()
+
+    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """A harness query (trusted SQL, e.g. the schema) as the read user."""
+        with self._checkout(False) as pooled, pooled.get().cursor() as cursor:
+            cursor.execute(query, params)
+            return list(cursor.fetchall())
+
+    def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
+                preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
+        """Run ``sql`` after the trusted ``preprocess`` SQL; the result of the last statement."""
+        admission = admit(sql, mode, self.dialect, self.timeout_s)
+        if admission.refused:
+            return admission.result
+        result = admission.result
+        refusal = self.refuse(admission.statements, mode)
+        if refusal is not None:
+            result.error, result.error_kind = refusal, "forbidden"
+            return result
+        if self._limiter:
+            self._limiter.acquire()
+        end = time.monotonic() + admission.budget_s
+        started = time.perf_counter()
+        writes = mode == "write" or bool(preprocess)
+        with self.write_lock if writes else nullcontext(), self._checkout(writes) as pooled:
+            try:
+                _begin(pooled, "START TRANSACTION" if writes else "START TRANSACTION READ ONLY")
+            except pymysql.Error as exc:
+                pooled.dirty = True
+                result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
+                return result
+            try:
+                if self._preprocess(pooled, preprocess, result, preprocess_errors, end):
+                    self._run_statements(pooled, admission.statements, result, end)
+            finally:
+                _end(pooled)
+        result.elapsed_s = time.perf_counter() - started
+        return result
+
+    def refuse(self, statements: Sequence[str], mode: Mode) -> str | None:
+        """Why statements the shared admission allowed cannot run on MySQL in ``mode``, or None."""
+        if mode != "write":
+            return None
+        for statement in statements:
+            verb, _ = statement_kind(statement, self.dialect)
+            if verb in DDL:
+                return (f"{verb} statements are not allowed here: MySQL commits DDL at once, so it could not be "
+                        "rolled back (management tasks on MySQL may only change rows)")
+            if verb not in WRITE_KEYWORDS:
+                return f"{verb or 'this'} statements are not allowed here (write-only execution)"
+        if self.non_transactional:
+            return (f"writes are not allowed on this database: table(s) {', '.join(self.non_transactional)} use an engine "
+                    "that cannot roll back (use InnoDB)")
+        return None
+
+    @contextmanager
+    def write_transaction(self, preprocess: Sequence[str] = (),
+                          preprocess_errors: PreprocessErrors = "fail") -> Iterator[MySQLWriteTransaction]:
+        """One transaction as the write user, after ``preprocess``, for work that runs several
+        scripts on the same starting state (``state_match``): always rolled back."""
+        with self.write_lock, self._checkout(True) as pooled:
+            tx = MySQLWriteTransaction(self, pooled, list(preprocess), preprocess_errors)
+            try:
+                tx.start()
+                yield tx
+            finally:
+                _end(pooled)
+
+    def _limit(self, pooled: _Conn, end: float) -> float:
+        """Set the server's time limit to what is left of the budget; the seconds left."""
+        left = max(0.001, end - time.monotonic())
+        if self.logins.mariadb:
+            _plain(pooled.get(), f"SET SESSION max_statement_time = {left:.3f}")
+        else:  # MySQL: SELECT only, in milliseconds (the backstop covers the rest)
+            _plain(pooled.get(), f"SET SESSION max_execution_time = {max(1, int(left * 1000))}")
+        return left
+
+    def _preprocess(self, pooled: _Conn, texts: Sequence[str], result: ExecutionResult, errors: PreprocessErrors,
+                    end: float) -> bool:
+        """Run the trusted preprocess SQL; False (with the error on ``result``) when it failed."""
+        for index, text in enumerate(texts):
+            if errors == "stop":
+                _plain(pooled.get(), f"SAVEPOINT evalbench_pre_{index}")
+            backstop = _Backstop(pooled, self._limit(pooled, end))
+            try:
+                for statement in split_statements(text, self.dialect):
+                    _plain(pooled.get(), statement)
+            except pymysql.Error as exc:
+                if errors == "stop":  # undone alone; the texts after it are not run (execute_queries)
+                    _plain(pooled.get(), f"ROLLBACK TO SAVEPOINT evalbench_pre_{index}")
+                    return True
+                verb = "timed out" if _code(exc) in _TIMEOUT_CODES or backstop.fired else "failed"
+                result.error, result.error_kind = f"preprocess_sql {verb}: {_message(exc)}", "preprocess"
+                return False
+            finally:
+                backstop.cancel()
+        return True
+
+    def _run_statements(self, pooled: _Conn, statements: list[str], result: ExecutionResult, end: float) -> None:
+        """Run the statements in the open transaction within ``end``; the last one's rows go to
+        ``result``; the first error stops them."""
+        for index, statement in enumerate(statements):
+            if time.monotonic() >= end:
+                result.columns, result.rows, result.truncated = [], [], False
+                result.error, result.error_kind = f"the execution's time budget is spent after {index} statement(s)", "timeout"
+                return
+            backstop: _Backstop | None = None
+            cursor: Any = None
+            try:
+                backstop = _Backstop(pooled, self._limit(pooled, end))
+                cursor = pooled.get().cursor(pymysql.cursors.SSCursor)
+                cursor.execute(statement)
+                if index < len(statements) - 1:
+                    while cursor.description is not None and cursor.fetchmany(10_000):
+                        pass  # a query that is not the last still runs to its end (and is timed)
+                    if _cut_short(cursor, end):
+                        raise _TimedOut
+                    continue
+                rows = cursor.fetchmany(self.max_rows + 1) if cursor.description is not None else []
+                result.truncated = len(rows) > self.max_rows
+                result.rows = [tuple(row) for row in rows[: self.max_rows]]
+                result.columns = [c[0] for c in cursor.description] if cursor.description is not None else []
+                if result.truncated:
+                    pooled.dirty = True  # the rest of the result is not drained: the connection is closed
+                if _cut_short(cursor, end):
+                    raise _TimedOut
+            except _TimedOut:
+                result.columns, result.rows, result.truncated = [], [], False
+                result.error, result.error_kind = "canceling statement due to statement timeout", "timeout"
+                return
+            except pymysql.Error as exc:
+                result.columns, result.rows, result.truncated = [], [], False
+                result.error, result.error_kind = classify(exc, backstop is not None and backstop.fired)
+                if result.error_kind == "connection":
+                    pooled.dirty = True
+                return
+            finally:
+                if backstop is not None:
+                    backstop.cancel()
+                if cursor is not None and not pooled.dirty:
+                    cursor.close()
+
+
+class MySQLWriteTransaction:
+    """What :meth:`MySQLSandbox.write_transaction` yields: scripts run under savepoints."""
+
+    def __init__(self, sandbox: MySQLSandbox, pooled: _Conn, preprocess: list[str], errors: PreprocessErrors) -> None:
+        self.sandbox, self.pooled = sandbox, pooled
+        self.preprocess, self.errors = preprocess, errors
+        self.preprocess_error: str | None = None
+        self._savepoints = 0
+
+    def start(self) -> None:
+        """Begin the transaction and run the preprocess SQL (the starting state)."""
+        _begin(self.pooled, "START TRANSACTION")
+        failed = ExecutionResult()
+        self.sandbox._preprocess(self.pooled, self.preprocess, failed, self.errors, time.monotonic() + self.sandbox.timeout_s)
+        self.preprocess_error = failed.error
+
+    def run(self, texts: Sequence[str], inspect: Any = None) -> tuple[ExecutionResult, Any]:
+        """Run a script (write-mode statements, no DDL), then ``inspect(self)``; both undone."""
+        statements = [s for text in texts for s in split_statements(text, "mysql")]
+        result = ExecutionResult(statements=len(statements))
+        if not statements:
+            result.error, result.error_kind = "no SQL statement to run", "sql"
+            return result, None
+        refusal = self.sandbox.refuse(statements, "write")
+        if refusal is not None:
+            result.error, result.error_kind = refusal, "forbidden"
+            return result, None
+        self._savepoints += 1
+        name = f"evalbench_run_{self._savepoints}"
+        _plain(self.pooled.get(), f"SAVEPOINT {name}")
+        inspected = None
+        try:
+            self.sandbox._run_statements(self.pooled, statements, result, time.monotonic() + self.sandbox.timeout_s)
+            if result.error is None and inspect is not None:
+                inspected = inspect(self)
+        finally:
+            self._undo(name)
+        return result, inspected
+
+    def _undo(self, savepoint: str) -> None:
+        """Back to the savepoint; when the transaction itself was lost (a deadlock, a closed
+        connection), start it again from the preprocess SQL."""
+        try:
+            if not self.pooled.dirty:
+                _plain(self.pooled.get(), f"ROLLBACK TO SAVEPOINT {savepoint}")
+                return
+        except pymysql.Error:
+            pass
+        _end(self.pooled)
+        self.start()
+
+    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """A harness query (trusted SQL) in the current state."""
+        with self.pooled.get().cursor() as cursor:
+            cursor.execute(query, params)
+            return list(cursor.fetchall())
+
+    def fingerprint(self, statements: Sequence[str]) -> Fingerprint:
+        """The whole database: the schema (tables, columns) and every table's rows."""
+        schema = self.rows("SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, ORDINAL_POSITION FROM information_schema.COLUMNS "
+                           "WHERE TABLE_SCHEMA = DATABASE()")
+        state: Fingerprint = {SCHEMA_KEY: rows_digest(schema)}
+        for (table,) in self.rows("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                                  "AND TABLE_TYPE = 'BASE TABLE'"):
+            state[table.lower()] = rows_digest(self.rows(f"SELECT * FROM {quote(table)}"))
+        return state
+
+
+class _TimedOut(Exception):
+    """A statement the time limit stopped without an error (see :func:`_cut_short`)."""
+
+
+def _cut_short(cursor: Any, end: float) -> bool:
+    """Whether a statement that returned normally was stopped by the time limit: MariaDB ends
+    ``SLEEP()`` and ``BENCHMARK()`` with a result (and a warning) rather than an error. A
+    statement that ends after the budget is spent is a timeout either way."""
+    if time.monotonic() >= end:
+        return True
+    result = getattr(cursor, "_result", None)
+    if result is None or not getattr(result, "warning_count", 0) or getattr(result, "unbuffered_active", False):
+        return False  # no warning, or the result is not read to its end (cut at the row cap)
+    with cursor.connection.cursor() as warnings:
+        warnings.execute("SHOW WARNINGS")
+        return any(row[1] in _TIMEOUT_CODES for row in warnings.fetchall())
+
+
+def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
+    """(message, error kind) of a pymysql error."""
+    code = _code(exc)
+    if code in _TIMEOUT_CODES or killed:
+        return "canceling statement due to statement timeout", "timeout"
+    if code in _LOST_CODES or isinstance(exc, pymysql.err.InterfaceError):
+        return _message(exc), "connection"
+    return _message(exc), "sql"
+
+
+def _end(pooled: _Conn) -> None:
+    """Roll back, release named locks the SQL took (they outlive transactions), and remove the
+    time limit; a connection where that fails is replaced."""
+    if pooled.dirty or pooled.conn is None:
+        pooled.discard()
+        return
+    try:
+        _plain(pooled.conn, "ROLLBACK")
+        _plain(pooled.conn, "DO RELEASE_ALL_LOCKS()")
+    except pymysql.Error:
+        pooled.discard()
+
+
+def _begin(pooled: _Conn, statement: str) -> None:
+    """Start a transaction; a pooled connection the server closed meanwhile (``wait_timeout``,
+    a restart) is replaced once."""
+    try:
+        _plain(pooled.get(), statement)
+    except pymysql.Error as exc:
+        if _code(exc) not in _LOST_CODES and not isinstance(exc, pymysql.err.InterfaceError):
+            raise
+        pooled.discard()
+        _plain(pooled.get(), statement)
+
+
+def _plain(conn: Any, statement: str) -> None:
+    with conn.cursor() as cursor:
+        cursor.execute(statement)
+
+
+def _code(exc: pymysql.Error) -> int | None:
+    return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+
+
+def _message(exc: pymysql.Error) -> str:
+    text = str(exc.args[-1] if exc.args else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

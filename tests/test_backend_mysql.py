@@ -1,0 +1,326 @@
+"""The MySQL / MariaDB backend for real, on the server EVALBENCH_TEST_MYSQL_URL names (default
+mysql://root@127.0.0.1:3306; skipped when it does not answer): provisioning (and the mark in
+evalbench_meta), the sandbox users' limits (no writes in read mode, no DDL in write mode, no
+server files, no global settings), row cap, timeout, interrupt, rollback and the fingerprint.
+Each test's databases get a random name and are dropped at the end."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pymysql = pytest.importorskip("pymysql", reason="pymysql is not installed (pip install evalbench[mysql])")
+
+from evalbench.backends import get_backend  # noqa: E402
+from evalbench.backends.base import SandboxLimits  # noqa: E402
+from evalbench.backends.mysql.provision import drop_database, sandbox_users  # noqa: E402
+from evalbench.backends.mysql.target import resolve_target  # noqa: E402
+from evalbench.backends.setup import find_setup  # noqa: E402
+from evalbench.config import DatabaseConfig  # noqa: E402
+from evalbench.errors import ProvisioningError  # noqa: E402
+
+URL = os.environ.get("EVALBENCH_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306")
+LIMITS = SandboxLimits(pool_size=2, statement_timeout_s=1.0, max_rows=50)
+
+
+def _server_answers() -> str | None:
+    try:
+        target = resolve_target(DatabaseConfig(database_name="x", dialect="mysql", url=URL))
+        target.connect(timeout_s=2).close()
+    except Exception as exc:  # noqa: BLE001 - any failure means: no server to test against
+        return f"no MySQL/MariaDB server at {URL} ({exc})"
+    return None
+
+
+_UNAVAILABLE = _server_answers()
+pytestmark = pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or "")
+
+
+def _setup(tmp_path: Path, name: str, rows: int = 3) -> Path:
+    root = tmp_path / "setup" / name
+    (root / "mysql").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "mysql" / "setup.sql").write_text(
+        "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(50), price DECIMAL(10, 2), added DATE) ENGINE=InnoDB;\n"
+        "CREATE TABLE notes (item_id INT, note TEXT) ENGINE=InnoDB;\n"
+        "CREATE VIEW cheap AS SELECT id FROM items WHERE price < 2;\n")
+    (root / "data" / "items.csv").write_text("".join(f"{i}, 'item {i}', {i}.5, '2024-01-0{i}'\n" for i in range(1, rows + 1)))
+    (root / "data" / "notes.csv").write_text("1, 'fresh'\n")
+    return tmp_path / "setup"
+
+
+def _admin() -> Any:
+    return resolve_target(DatabaseConfig(database_name="x", dialect="mysql", url=URL)).connect()
+
+
+@pytest.fixture
+def name() -> Any:
+    database = f"evb_test_{uuid.uuid4().hex[:10]}"
+    yield database
+    admin = _admin()
+    try:
+        drop_database(admin, database)
+    finally:
+        admin.close()
+
+
+def _config(name: str, **extra: Any) -> DatabaseConfig:
+    return DatabaseConfig(database_name=name, db_type="mariadb", dialect="mysql", url=URL, **extra)
+
+
+@pytest.fixture
+def shop(tmp_path: Path, name: str):
+    backend = get_backend("mysql")
+    config = _config(name)
+    setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())
+    provisioned = backend.provision(config, setup, None)
+    sandbox = backend.open_sandbox(config, provisioned, LIMITS, None)
+    yield backend, config, setup, provisioned, sandbox
+    sandbox.close()
+
+
+def _count(name: str, table: str = "items") -> int:
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM `{name}`.`{table}`")
+            return cursor.fetchone()[0]
+    finally:
+        admin.close()
+
+
+def test_provisioning_creates_reuses_and_rebuilds(tmp_path: Path, name: str) -> None:
+    backend = get_backend("mariadb")
+    config = _config(name)
+    setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())
+    assert "will be created" in backend.probe(config, setup, None, 5)
+    provisioned = backend.provision(config, setup, None)
+    assert provisioned.action == "created" and provisioned.rows_loaded == 4 and provisioned.sandbox_user == sandbox_users(name)[0]
+    assert provisioned.warning is None
+    assert backend.provision(config, setup, None).action == "reused"
+    assert "logged in" in backend.probe(config, setup, None, 5)
+    (tmp_path / "setup" / name / "data" / "items.csv").write_text("1, 'only', 1.0, NULL\n")
+    again = backend.provision(config, find_setup(tmp_path / "setup", name, "mysql", backend.setup_dialects()), None)
+    assert again.action == "rebuilt" and _count(name) == 1
+
+
+def test_a_database_evalbench_did_not_create_is_never_dropped(tmp_path: Path, name: str) -> None:
+    backend = get_backend("mysql")
+    admin = _admin()
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{name}`")
+        cursor.execute(f"CREATE TABLE `{name}`.precious (x INT) ENGINE=InnoDB")
+        cursor.execute(f"INSERT INTO `{name}`.precious VALUES (7)")
+    admin.close()
+    setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())
+    with pytest.raises(ProvisioningError, match="allow_destructive_setup"):
+        backend.provision(_config(name), setup, None)
+    provisioned = backend.provision(_config(name), None, None)  # no setup: used as it is
+    sandbox = backend.open_sandbox(_config(name), provisioned, LIMITS, None)
+    try:
+        assert provisioned.action == "external" and sandbox.execute("SELECT x FROM precious").rows == [(7,)]
+    finally:
+        sandbox.close()
+    assert backend.provision(_config(name, allow_destructive_setup=True), setup, None).action == "rebuilt"
+    assert _count(name) == 3
+
+
+def test_setup_errors_name_file_and_line(tmp_path: Path, name: str) -> None:
+    backend = get_backend("mysql")
+    setup_dir = _setup(tmp_path, name)
+    (setup_dir / name / "data" / "items.csv").write_text("1, 'a', 1.0, NULL\n2, 'b'\n")
+    with pytest.raises(ProvisioningError, match=r"items\.csv:2"):
+        backend.provision(_config(name), find_setup(setup_dir, name, "mysql", backend.setup_dialects()), None)
+    (setup_dir / name / "mysql" / "setup.sql").write_text("CREATE TABLE a (x INT);\n\nCREATE TABLE oops (;\n")
+    with pytest.raises(ProvisioningError, match=r"setup\.sql:3"):
+        backend.provision(_config(name), find_setup(setup_dir, name, "mysql", backend.setup_dialects()), None)
+
+
+def test_reads_return_columns_typed_rows_and_respect_the_row_cap(shop) -> None:
+    backend, _, _, _, sandbox = shop
+    result = sandbox.execute("SELECT id, name, price, added FROM items ORDER BY id")
+    assert result.ok and result.columns == ["id", "name", "price", "added"]
+    first = result.rows[0]
+    assert (first[0], first[1], str(first[2]), first[3].isoformat()) == (1, "item 1", "1.50", "2024-01-01")
+    capped = sandbox.execute("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 900) SELECT * FROM r")
+    assert capped.ok and capped.truncated and len(capped.rows) == 50
+    assert sandbox.execute("SELECT count(*) FROM items").rows == [(3,)]  # the cut connection was replaced
+    schema = backend.describe_schema(sandbox)
+    assert "CREATE TABLE `items`" in schema and "CREATE VIEW `cheap`" in schema
+
+
+def test_errors_are_classified(shop) -> None:
+    sandbox = shop[4]
+    syntax = sandbox.execute("SELECT FROM WHERE")
+    assert syntax.error_kind == "sql" and "syntax" in syntax.error
+    missing = sandbox.execute("SELECT * FROM nope")
+    assert missing.error_kind == "sql" and "nope" in missing.error
+    started = time.monotonic()
+    slow = sandbox.execute("SELECT SLEEP(30)")
+    assert slow.error_kind == "timeout" and time.monotonic() - started < 5, slow
+    busy = sandbox.execute("SELECT BENCHMARK(10000000000, MD5('x'))")  # MariaDB ends it with a result and a warning
+    assert busy.error_kind == "timeout" and busy.rows == [], busy
+    warned = sandbox.execute("SELECT CAST('12abc' AS UNSIGNED)")  # a warning that is not the time limit
+    assert warned.ok and warned.rows == [(12,)]
+    assert sandbox.execute("SELECT 1").rows == [(1,)]
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT INTO items VALUES (9, 'x', 1, NULL)", "UPDATE items SET price = 0", "DELETE FROM items", "DROP TABLE items",
+    "SELECT 1; DROP TABLE items", "COMMIT", "SET GLOBAL max_connections = 1", "SET SESSION max_statement_time = 0",
+    "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE notes", "LOCK TABLES items WRITE", "CALL mysql.nothing()",
+])
+def test_read_mode_refuses_writes_and_everything_else(shop, sql: str) -> None:
+    _, config, _, _, sandbox = shop
+    result = sandbox.execute(sql)
+    assert result.error_kind == "forbidden", result
+    assert _count(config.database_name) == 3
+
+
+def test_server_files_and_other_schemas_are_out_of_reach(shop) -> None:
+    _, config, _, _, sandbox = shop
+    assert sandbox.execute("SELECT LOAD_FILE('/etc/passwd')").rows == [(None,)]
+    outfile = sandbox.execute("SELECT * FROM items INTO OUTFILE '/tmp/evalbench-mysql-leak.txt'")
+    assert outfile.error_kind == "sql" and "FILE" in outfile.error
+    assert sandbox.execute("SELECT * FROM mysql.user").error_kind == "sql"
+    assert sandbox.execute("SELECT * FROM evalbench_meta.logins").error_kind == "sql"
+    assert sandbox.execute("SELECT CURRENT_USER()").rows[0][0].startswith(sandbox_users(config.database_name)[0] + "@")
+
+
+def test_write_mode_is_rolled_back_and_refuses_ddl(shop) -> None:
+    _, config, _, _, sandbox = shop
+    result = sandbox.execute(["INSERT INTO items VALUES (9, 'new', 1, NULL)", "SELECT count(*) FROM items"], mode="write")
+    assert result.ok and result.rows == [(4,)]
+    for ddl in ("DROP TABLE notes", "CREATE TABLE t2 (x INT)", "ALTER TABLE items ADD COLUMN y INT", "TRUNCATE TABLE notes"):
+        refused = sandbox.execute(ddl, mode="write")
+        assert refused.error_kind == "forbidden" and "DDL" in refused.error, refused
+    assert sandbox.execute("COMMIT", mode="write").error_kind == "forbidden"
+    assert sandbox.execute("SELECT count(*) FROM items", preprocess=["DELETE FROM items WHERE id = 1"]).rows == [(2,)]
+    stopped = sandbox.execute("SELECT count(*) FROM items", preprocess=["DELETE FROM items WHERE id = 1", "SELECT nope",
+                                                                         "DELETE FROM items"], preprocess_errors="stop")
+    assert stopped.ok and stopped.rows == [(2,)]
+    assert sandbox.execute("SELECT 1", preprocess=["SELECT nope"]).error_kind == "preprocess"
+    assert _count(config.database_name) == 3 and _count(config.database_name, "notes") == 1
+
+
+def test_write_transaction_fingerprints_changes_and_undoes_each_script(shop) -> None:
+    _, config, _, _, sandbox = shop
+    with sandbox.write_transaction(["DELETE FROM notes"]) as tx:
+        assert tx.preprocess_error is None
+        before = tx.fingerprint([])
+        assert before["notes"][0] == 0 and before["items"][0] == 3
+        result, after = tx.run(["UPDATE items SET price = 0 WHERE id = 2"], lambda t: t.fingerprint([]))
+        assert result.ok and after["items"] != before["items"] and after["notes"] == before["notes"]
+        _, same = tx.run(["UPDATE items SET price = price WHERE id = 2"], lambda t: t.fingerprint([]))
+        assert same == before
+        refused, _ = tx.run(["CREATE TABLE extra (x INT)"])
+        assert refused.error_kind == "forbidden"
+        assert tx.fingerprint([]) == before
+    assert _count(config.database_name) == 3 and _count(config.database_name, "notes") == 1
+
+
+def test_non_transactional_tables_refuse_write_mode(tmp_path: Path, name: str) -> None:
+    backend = get_backend("mysql")
+    setup_dir = _setup(tmp_path, name)
+    (setup_dir / name / "mysql" / "setup.sql").write_text("CREATE TABLE items (id INT, name VARCHAR(50), price DECIMAL(10, 2), "
+                                                          "added DATE) ENGINE=MyISAM;\nCREATE TABLE notes (item_id INT, note TEXT);\n")
+    provisioned = backend.provision(_config(name), find_setup(setup_dir, name, "mysql", backend.setup_dialects()), None)
+    assert provisioned.warning and "items" in provisioned.warning
+    sandbox = backend.open_sandbox(_config(name), provisioned, LIMITS, None)
+    try:
+        assert sandbox.execute("DELETE FROM items", mode="write").error_kind == "forbidden"
+        assert sandbox.execute("SELECT count(*) FROM items").rows == [(3,)]
+    finally:
+        sandbox.close()
+
+
+def test_interrupt_stops_running_statements(shop) -> None:
+    backend, config, _, provisioned, _ = shop
+    long = backend.open_sandbox(config, provisioned, SandboxLimits(pool_size=1, statement_timeout_s=60.0, max_rows=10), None)
+    try:
+        results = []
+        worker = threading.Thread(target=lambda: results.append(long.execute("SELECT SLEEP(30)")))
+        started = time.monotonic()
+        worker.start()
+        time.sleep(0.5)
+        long.interrupt()
+        worker.join(10)
+        assert not worker.is_alive() and time.monotonic() - started < 10
+        assert results[0].error_kind == "timeout" or results[0].rows == [(1,)]  # SLEEP returns 1 when killed
+    finally:
+        long.close()
+
+
+def test_another_evaluated_database_is_out_of_reach(tmp_path: Path, shop) -> None:
+    backend, _, _, _, sandbox = shop
+    other = f"evb_test_{uuid.uuid4().hex[:10]}"
+    try:
+        backend.provision(_config(other), find_setup(_setup(tmp_path / "other", other), other, "mysql",
+                                                     backend.setup_dialects()), None)
+        assert _count(other) == 3
+        leak = sandbox.execute(f"SELECT count(*) FROM `{other}`.items")
+        assert leak.error_kind == "sql" and "denied" in leak.error
+    finally:
+        admin = _admin()
+        try:
+            drop_database(admin, other)
+        finally:
+            admin.close()
+
+
+def test_a_connection_the_server_closed_is_replaced(shop) -> None:
+    sandbox = shop[4]
+    thread = sandbox.execute("SELECT CONNECTION_ID()").rows[0][0]
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"KILL {int(thread)}")
+    finally:
+        admin.close()
+    time.sleep(0.2)
+    again = sandbox.execute("SELECT CONNECTION_ID(), count(*) FROM items")
+    assert again.ok and again.rows[0][0] != thread and again.rows[0][1] == 3
+
+
+def test_a_whole_run_on_mysql(tmp_path: Path, name: str) -> None:
+    """``evalbench run`` with the oracle agent: a Query item (exec_match) and a Management item
+    (state_match) both succeed, and the manifest records the provisioning."""
+    import json
+    import subprocess
+    import sys
+
+    _setup(tmp_path, name)
+    golden = {"Query": "SELECT name FROM items ORDER BY price LIMIT 1", "Management": "UPDATE items SET price = 2 WHERE id = 3"}
+    records = [{"instance_id": f"shop_{i}", "dialect": "mysql", "selected_database": name, "query": "q", "amb_user_query": "q",
+                "user_query_ambiguity": {}, "knowledge_ambiguity": [], "preprocess_sql": [], "clean_up_sqls": [],
+                "test_cases": [], "category": category, "high_level": False, "sol_sql": [sql], "external_knowledge": [],
+                "conditions": {"decimal": -1, "distinct": False, "order": False}, "difficulty_tier": "Simple"}
+               for i, (category, sql) in enumerate(golden.items())]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "run.yaml").write_text(
+        "dataset_config: data.jsonl\ndataset_format: bird-interact\nsetup_directory: setup\ndialects: [mysql]\n"
+        f"model_config: {Path(__file__).resolve().parents[1] / 'configs' / 'agents' / 'oracle.yaml'}\n"
+        "vuser_model_config: {vuser: rules}\nscorers: {exec_match: {}, executable: {}}\n"
+        "primary: {Query: exec_match, Management: [test_cases, state_match]}\n"
+        f"database_configs:\n  - {{db_type: mysql, dialect: mysql, database_name: {name}, url: '{URL}'}}\n")
+    done = subprocess.run([sys.executable, "-m", "evalbench", "run", "--config", str(tmp_path / "run.yaml"), "--no-progress",
+                           "--output-dir", str(tmp_path / "results")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_dir = next((tmp_path / "results").iterdir())
+    summary = (run_dir / "summary.csv").read_text()
+    assert "exec_match,100,1,1" in summary and "state_match,100,1,1" in summary, summary
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["databases"][f"mysql/{name}"]["action"] == "created"
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:  # the management item's UPDATE was rolled back
+            cursor.execute(f"SELECT price FROM `{name}`.items WHERE id = 3")
+            assert str(cursor.fetchone()[0]) == "3.50"
+    finally:
+        admin.close()
