@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalbench.backends import dbfile
 from evalbench.backends.base import Provisioned
 from evalbench.backends.setup import SetupFiles, value_batches
 from evalbench.errors import ProvisioningError
@@ -32,27 +33,8 @@ _INSERT_BATCH = 500
 
 
 def database_file(config: DatabaseConfig, embedded_dir: Path | None) -> Path:
-    """The file of ``config``'s database: ``url: duckdb:///PATH``; ``database_path`` naming a
-    file, or a folder holding ``<database>.duckdb``; else a cache folder."""
-    if config.url is not None:
-        url = config.url.get_secret_value()
-        if not url.startswith("duckdb:///"):
-            raise ProvisioningError(f"url of a duckdb database must be duckdb:///PATH, got {url.split(':', 1)[0]}:...")
-        return Path(url.removeprefix("duckdb:///"))
-    if config.database_path:
-        path = Path(config.database_path)
-        if path.suffix in EXTENSIONS and not path.is_dir():
-            return path
-        existing = next((path / (config.database_name + ext) for ext in EXTENSIONS
-                         if (path / (config.database_name + ext)).is_file()), None)
-        return existing or path / f"{config.database_name}.duckdb"
-    return cache_folder(embedded_dir) / f"{config.database_name}.duckdb"
-
-
-def cache_folder(embedded_dir: Path | None) -> Path:
-    if embedded_dir is not None:  # beside the embedded PostgreSQL's data (tests give each their own)
-        return Path(f"{embedded_dir}-duckdb")
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalbench" / "duckdb"
+    """The file of ``config``'s database (:func:`evalbench.backends.dbfile.database_file`)."""
+    return dbfile.database_file(config, embedded_dir, "duckdb", EXTENSIONS)
 
 
 def mark_file(path: Path) -> Path:

@@ -36,6 +36,7 @@ from evalbench.backends.admission import admit
 from evalbench.backends.base import DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.pool import Checkout
+from evalbench.backends.watchdog import Watchdog
 from evalbench.ratelimit import RateLimiter
 from evalbench.statements import split_statements
 
@@ -64,23 +65,6 @@ def connect(path: Path) -> Any:
         return duckdb.connect(str(path), config=dict(CONFIG))
     except duckdb.Error as exc:
         raise DatabaseUnavailable(f"cannot open {path}: {_message(exc)}") from None
-
-
-class _Timer:
-    """Interrupts a cursor at the end of its budget; says whether it did."""
-
-    def __init__(self, cursor: Any, budget_s: float) -> None:
-        self.fired = False
-        self._timer = threading.Timer(max(0.0, budget_s), self._fire, args=(cursor,))
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self, cursor: Any) -> None:
-        self.fired = True
-        cursor.interrupt()
-
-    def cancel(self) -> None:
-        self._timer.cancel()
 
 
 class DuckDBSandbox:
@@ -161,7 +145,7 @@ class DuckDBSandbox:
     def _run_statements(self, cursor: Any, statements: list[str], result: ExecutionResult, end: float) -> None:
         """Run the statements in the open transaction within ``end``; the last one's rows go to
         ``result``; the first error stops them."""
-        timer = _Timer(cursor, end - time.monotonic())
+        timer = Watchdog(cursor.interrupt, end - time.monotonic())
         try:
             for index, statement in enumerate(statements):
                 cursor.execute(statement)
@@ -269,7 +253,7 @@ def run_preprocess(cursor: Any, texts: Sequence[str], result: ExecutionResult, e
     ``result``) when it failed. With ``errors="stop"`` a failing text is undone alone (the
     transaction is restarted and the texts before it run again) and the texts after it are skipped."""
     for index, text in enumerate(texts):
-        timer = _Timer(cursor, end - time.monotonic())
+        timer = Watchdog(cursor.interrupt, end - time.monotonic())
         try:
             for statement in split_statements(text, "duckdb"):
                 cursor.execute(statement)

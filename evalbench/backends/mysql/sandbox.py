@@ -26,6 +26,7 @@ from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.mysql.provision import Logins
 from evalbench.backends.mysql.target import MySQLTarget, quote
 from evalbench.backends.pool import Checkout
+from evalbench.backends.watchdog import Watchdog
 from evalbench.ratelimit import RateLimiter
 from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
@@ -71,23 +72,6 @@ class _Conn:
                 killer.close()
         except pymysql.Error:
             pass
-
-
-class _Backstop:
-    """Kills the running statement a little after the server should have; says whether it did."""
-
-    def __init__(self, conn: _Conn, budget_s: float) -> None:
-        self.fired = False
-        self._timer = threading.Timer(max(0.0, budget_s) + _BACKSTOP_S, self._fire, args=(conn,))
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self, conn: _Conn) -> None:
-        self.fired = True
-        conn.kill_query()
-
-    def cancel(self) -> None:
-        self._timer.cancel()
 
 
 class MySQLSandbox:
@@ -198,7 +182,7 @@ class MySQLSandbox:
         for index, text in enumerate(texts):
             if errors == "stop":
                 _plain(pooled.get(), f"SAVEPOINT evalbench_pre_{index}")
-            backstop = _Backstop(pooled, self._limit(pooled, end))
+            backstop = Watchdog(pooled.kill_query, self._limit(pooled, end) + _BACKSTOP_S)
             try:
                 for statement in split_statements(text, self.dialect):
                     _plain(pooled.get(), statement)
@@ -221,10 +205,10 @@ class MySQLSandbox:
                 result.columns, result.rows, result.truncated = [], [], False
                 result.error, result.error_kind = f"the execution's time budget is spent after {index} statement(s)", "timeout"
                 return
-            backstop: _Backstop | None = None
+            backstop: Watchdog | None = None
             cursor: Any = None
             try:
-                backstop = _Backstop(pooled, self._limit(pooled, end))
+                backstop = Watchdog(pooled.kill_query, self._limit(pooled, end) + _BACKSTOP_S)
                 cursor = pooled.get().cursor(pymysql.cursors.SSCursor)
                 cursor.execute(statement)
                 if index < len(statements) - 1:

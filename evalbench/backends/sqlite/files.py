@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalbench.backends import dbfile
 from evalbench.backends.base import Provisioned
 from evalbench.backends.setup import SetupFiles, value_batches
 from evalbench.errors import ProvisioningError
@@ -28,30 +29,8 @@ EXTENSIONS = (".db", ".sqlite", ".sqlite3")
 
 
 def database_file(config: DatabaseConfig, embedded_dir: Path | None) -> Path:
-    """The file of ``config``'s database: ``url: sqlite:///PATH``; ``database_path`` naming a file,
-    or a folder holding ``<database>.db`` (EvalBench's databases/sqlite.py); else a cache folder."""
-    if config.url is not None:
-        url = config.url.get_secret_value()
-        if not url.startswith("sqlite:///"):
-            raise ProvisioningError(f"url of a sqlite database must be sqlite:///PATH, got {url.split(':', 1)[0]}:...")
-        return Path(url.removeprefix("sqlite:///"))
-    if config.database_path:
-        path = Path(config.database_path)
-        if path.suffix in EXTENSIONS and not path.is_dir():
-            return path
-        existing = next((path / (config.database_name + ext) for ext in EXTENSIONS
-                         if (path / (config.database_name + ext)).is_file()), None)
-        return existing or path / f"{config.database_name}.db"
-    return cache_folder(embedded_dir) / f"{config.database_name}.db"
-
-
-def cache_folder(embedded_dir: Path | None, engine: str = "sqlite") -> Path:
-    """Where database files built with no ``database_path`` go: beside the embedded PostgreSQL's
-    data directory (``embedded.data_dir``, or EVALBENCH_PGDATA), else ~/.cache/evalbench/<engine>."""
-    base = embedded_dir or (Path(os.environ["EVALBENCH_PGDATA"]) if os.environ.get("EVALBENCH_PGDATA") else None)
-    if base is not None:
-        return Path(f"{base}-{engine}")
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalbench" / engine
+    """The file of ``config``'s database (:func:`evalbench.backends.dbfile.database_file`)."""
+    return dbfile.database_file(config, embedded_dir, "sqlite", EXTENSIONS)
 
 
 def stamp(checksum: str) -> int:
