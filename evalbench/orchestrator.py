@@ -1,15 +1,14 @@
 """The batch: split items by (dialect, database), provision each database, feed the shared
-stage pools, journal every conversation, and write the reports at the end."""
+stage pools, journal every conversation, and write the reports at the end.
+
+:func:`run` is a sequence of named steps: load the items, build the parts (agent, virtual user,
+scorers), choose the run directory, write the manifest, open the journal, evaluate every
+(dialect, database) group, and finish (summary, reports, manifest)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
-import os
-import platform
-import secrets
-import subprocess
 import sys
 import threading
 import time
@@ -19,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalbench import __version__, databases, deadline
+from evalbench import databases, deadline
 from evalbench.agents import AgentContext, build_agent
 from evalbench.backends.base import Sandbox
+from evalbench.breaker import AgentBreaker
 from evalbench.catalogs import QueryCatalog, SchemaCatalog
 from evalbench.config import RunConfig
 from evalbench.conversation import Conversation, Outcome, Stage, conversation_seed, fail
@@ -31,7 +31,8 @@ from evalbench.dataset.loader import Group
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
 from evalbench.results.reports import ReportSet
 from evalbench.results.rundir import RunWriter
-from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, check_resumable, read_manifest, session_changes
+from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, check_resumable, read_manifest
+from evalbench.run_manifest import build_manifest, file_sha256, make_run_id, with_session
 from evalbench.scheduler import Scheduler
 from evalbench.scoring import test_case_runner
 from evalbench.scoring.plan import plan_scoring
@@ -41,6 +42,7 @@ from evalbench.vuser import build_vuser
 log = logging.getLogger(__name__)
 
 MAX_PARALLEL_GROUPS = 4
+SIMULATOR_KEYS = ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")
 
 
 @dataclass
@@ -52,9 +54,60 @@ class RunResult:
     cancelled: bool = False
 
 
-def make_run_id(config: RunConfig) -> str:
-    stem = config.source.stem if config.source else "run"
-    return f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}-{secrets.token_hex(2)}"
+@dataclass
+class Items:
+    """The items the run evaluates: the dataset, its scan (groups, counts, record errors) and
+    the subset chosen from it."""
+
+    dataset: Dataset
+    scan: Any
+    subset: dict[str, Any] | None
+    knowledge: dict[str, Any]
+
+
+@dataclass
+class RunParts:
+    """What every conversation of the run shares: the agent, the virtual user and the scorers."""
+
+    plan: Any
+    agent: Any
+    vuser: Any
+    scorers: list[Any]
+    schemas: SchemaCatalog
+    queries: QueryCatalog
+
+    def work(self, sandbox: Sandbox | None) -> StageWork:
+        return StageWork(Parts(self.agent, self.vuser, sandbox, self.scorers, self.plan.rules, self.plan.primary))  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.agent.close()
+        for closable in (self.vuser, *self.scorers):  # those that hold clients (llm virtual user, llmrater)
+            close = getattr(closable, "close", None)
+            if close is not None:
+                close()
+
+
+@dataclass
+class RunPlace:
+    """Where the run is written: a new run directory, or the one resumed (with its manifest)."""
+
+    run_id: str
+    run_dir: Path
+    previous: dict[str, Any] | None
+    dataset_sha256: str
+
+
+@dataclass
+class Journal:
+    """The journal writer and the reports built as conversations complete."""
+
+    writer: RunWriter
+    reports: ReportSet
+    done: set[tuple[Any, str, int]]
+
+    def close(self) -> None:
+        self.writer.close()
+        self.reports.close()
 
 
 def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: TextIO | None = None,
@@ -64,10 +117,28 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     ``retry_errors``, also those that ended in an error or a timeout)."""
     if retry_errors and resume is None:
         raise ConfigError("--retry-errors needs --resume RUN_DIR (it redoes that run's errors)")
-    out = out or sys.stdout
     deadline.reset_cancel()
     started = time.monotonic()
-    started_at = dt.datetime.now(dt.timezone.utc).isoformat()
+    session: dict[str, Any] = {"started_at": dt.datetime.now(dt.timezone.utc).isoformat()}
+    items = load_items(config, strict)
+    parts = build_parts(config, items)
+    place = choose_run_directory(config, items, resume, retry_errors)
+    manifest = start_manifest(config, items, parts, place, session, retry_errors)
+    journal = open_journal(config, place, manifest, parts, retry_errors)
+    session["resumed_with"] = len(journal.done)
+    journal.writer.write_manifest(manifest)
+    print(f"evalbench: run {place.run_id}: {_items_header(items.scan.total, items.subset, config.trials)}; "
+          f"{parts.plan.header(items.scan.format)}", file=out or sys.stdout, flush=True)
+    cancelled, reports = evaluate(config, items, parts, journal, place, progress, agent_down_after)
+    session |= {"finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "elapsed_s": round(time.monotonic() - started, 3),
+                "conversations": journal.writer.summary.total - len(journal.done), "cancelled": cancelled}
+    summary = finish(items, parts, place, manifest, journal, reports, cancelled)
+    return RunResult(place.run_id, place.run_dir, summary, items.scan.errors, cancelled)
+
+
+def load_items(config: RunConfig, strict: bool) -> Items:
+    """Scan the dataset (bad records are logged, or with ``strict`` fail the run), choose the
+    subset, and read the knowledge base."""
     dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
     scan = dataset.scan()
     for error in scan.errors[:20]:
@@ -81,16 +152,20 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
             f"no items to run for dialects {config.dialects}" + (f" and query_types {config.query_types}" if config.query_types else ""),
             file=str(dataset.path),
         )
-
-    scan, subset_info = _choose_subset(config, dataset, scan)
-    trials = config.trials
+    scan, subset = _choose_subset(config, dataset, scan)
     knowledge = load_knowledge(config.knowledge_path)
     _check_knowledge(config, scan.groups, knowledge)
+    return Items(dataset, scan, subset, knowledge)
+
+
+def build_parts(config: RunConfig, items: Items) -> RunParts:
+    """The agent, the virtual user and the scorers; a problem is a ConfigError naming the file."""
     schemas, queries = SchemaCatalog(), QueryCatalog()
     try:
-        plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format)
-        agent = build_agent(config.agent, AgentContext(seed=config.seed, schema=schemas, knowledge=knowledge, query=queries))
-        vuser = build_vuser(config.vuser, config.seed, knowledge)
+        plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, items.scan.format)
+        context = AgentContext(seed=config.seed, schema=schemas, knowledge=items.knowledge, query=queries)
+        agent = build_agent(config.agent, context)
+        vuser = build_vuser(config.vuser, config.seed, items.knowledge)
         scorers = plan.build()
     except (KeyError, ValueError) as exc:
         raise ConfigError(str(exc), file=str(config.source) if config.source else None) from None
@@ -98,101 +173,131 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
         if exc.file is None and config.source is not None:  # built from a mapping: name the file it came from
             raise ConfigError(exc.message, file=str(config.source), line=exc.line, key=exc.key) from None
         raise
+    return RunParts(plan, agent, vuser, scorers, schemas, queries)
 
-    dataset_sha256 = _file_sha256(dataset.path)
-    previous: dict[str, Any] | None = None
+
+def choose_run_directory(config: RunConfig, items: Items, resume: Path | None, retry_errors: bool) -> RunPlace:
+    """A new run directory (never one that holds a journal), or the resumed one once its manifest
+    says this config and dataset may continue it."""
+    dataset_sha256 = file_sha256(items.dataset.path)
     if resume is not None:
         previous = read_manifest(resume)
         check_resumable(previous, config.snapshot(), dataset_sha256, resume, retry_errors=retry_errors)
-        run_id, run_dir = previous["run_id"], resume
-    else:
-        run_id = config.run_id or make_run_id(config)
-        run_dir = config.reporting.csv.output_directory / run_id
-        if (run_dir / "conversations.jsonl").exists():
-            raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id "
-                              f"(or continue it with --resume {run_dir})")
-    vuser_info = vuser.describe()
-    simulator = {k: v for k, v in vuser_info.items()
-                 if k in ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")}
-    metric_scorers = {s.name for s in scorers if s.is_metric}
-    manifest = _manifest(config, run_id, dataset, scan, agent.describe(), vuser_info, dataset_sha256,
-                         sorted(metric_scorers, key=list(plan.scorers).index))
-    manifest["dataset"] |= {"trials": trials, "subset": subset_info}
-    manifest["scorers"] = list(plan.scorers)
-    manifest["scoring"] = plan.describe()  # semantics and primary verdicts: compare refuses runs where they differ
+        return RunPlace(previous["run_id"], resume, previous, dataset_sha256)
+    run_id = config.run_id or make_run_id(config)
+    run_dir = config.reporting.csv.output_directory / run_id
+    if (run_dir / "conversations.jsonl").exists():
+        raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id "
+                          f"(or continue it with --resume {run_dir})")
+    return RunPlace(run_id, run_dir, None, dataset_sha256)
+
+
+def start_manifest(config: RunConfig, items: Items, parts: RunParts, place: RunPlace, session: dict[str, Any],
+                   retry_errors: bool) -> dict[str, Any]:
+    """The manifest of this session (see :mod:`evalbench.run_manifest`)."""
+    metric_scorers = sorted((s.name for s in parts.scorers if s.is_metric), key=list(parts.plan.scorers).index)
+    manifest = build_manifest(config, place.run_id, items.dataset, items.scan, parts.agent.describe(), parts.vuser.describe(),
+                              place.dataset_sha256, metric_scorers)
+    manifest["dataset"] |= {"trials": config.trials, "subset": items.subset}
+    manifest["scorers"] = list(parts.plan.scorers)
+    manifest["scoring"] = parts.plan.describe()  # semantics and primary verdicts: compare refuses runs where they differ
     # what each scorer needs to be reproduced (e.g. the llmrater's model and prompt hash)
-    manifest["scorer_details"] = {s.name: s.describe() for s in scorers if hasattr(s, "describe")}
-    session: dict[str, Any] = {"started_at": started_at, "command": manifest["command"]}
-    if previous is not None:  # the first session's manifest stays; this session is appended
-        session["retry_errors"] = retry_errors
-        previous_config = previous.get("config") or {}
-        for key in ("run_id", "reporting"):  # the run directory is the one resumed, wherever --output-dir points
-            if key in previous_config:
-                manifest["config"][key] = previous_config[key]
-        session["config_changes"] = session_changes(previous_config, manifest["config"])
-        # what may change on resume (the subset, the trials, with --retry-errors how the agent is
-        # reached) is the run's from now on: the next resume and the reports read it here
-        manifest = previous | {"sessions": [*previous.get("sessions", []), session], "config": manifest["config"],
-                               "dataset": manifest["dataset"], "agent": manifest["agent"],
-                               "config_fingerprint": manifest["config_fingerprint"]}
-    else:
-        manifest["sessions"] = [session]
+    manifest["scorer_details"] = {s.name: s.describe() for s in parts.scorers if hasattr(s, "describe")}
+    session["command"] = manifest["command"]
+    return with_session(manifest, place.previous, session, retry_errors)
+
+
+def open_journal(config: RunConfig, place: RunPlace, manifest: dict[str, Any], parts: RunParts,
+                 retry_errors: bool) -> Journal:
+    """The journal writer (on resume: what it holds is replayed into the reports first, and the
+    conversations to run again are dropped from it)."""
     # The derived reports are built as conversations complete (replayed ones first), so the end
     # of the run only assembles them.
-    report_set = ReportSet(run_dir, manifest)
+    report_set = ReportSet(place.run_dir, manifest)
+    simulator = {k: v for k, v in parts.vuser.describe().items() if k in SIMULATOR_KEYS}
     try:
-        writer = RunWriter(run_dir, run_id, preview_rows=config.execution.preview_rows, metric_scorers=metric_scorers,
-                           simulator=simulator, resume=resume is not None, on_record=report_set.add,
-                           run_again=RETRY_ERRORS if retry_errors else RUN_AGAIN, trials=trials)
+        writer = RunWriter(place.run_dir, place.run_id, preview_rows=config.execution.preview_rows,
+                           metric_scorers={s.name for s in parts.scorers if s.is_metric}, simulator=simulator,
+                           resume=place.previous is not None, on_record=report_set.add,
+                           run_again=RETRY_ERRORS if retry_errors else RUN_AGAIN, trials=config.trials)
     except BaseException:
         report_set.close()  # no half-written report files left behind
         raise
-    done: set[tuple[Any, str, int]] = writer.resumed.done if writer.resumed is not None else set()
-    if writer.resumed is not None:
-        state = writer.resumed
+    state = writer.resumed
+    if state is not None:
         log.warning("resuming %s: %d conversation(s) done; running the other %d (%d to run again — cancelled, db_error"
                     + (", agent_error, vuser_error or timeout" if retry_errors else "") + " — and %d cut short "
-                    "by a crash are run again)", run_id, state.kept, max(scan.total * trials - state.kept, 0),
-                    state.dropped_cancelled, state.dropped_partial)
-    session["resumed_with"] = len(done)
-    writer.write_manifest(manifest)
-    print(f"evalbench: run {run_id}: {_items_header(scan.total, subset_info, trials)}; {plan.header(scan.format)}",
-          file=out, flush=True)
+                    "by a crash are run again)", place.run_id, state.kept,
+                    max(manifest["dataset"]["items"] * config.trials - state.kept, 0), state.dropped_cancelled,
+                    state.dropped_partial)
+    return Journal(writer, report_set, state.done if state is not None else set())
 
-    bars = _progress_bars(scan.groups, progress, _done_per_group(dataset, scan.groups, done) if done else {}, trials)
+
+def evaluate(config: RunConfig, items: Items, parts: RunParts, journal: Journal, place: RunPlace, progress: bool,
+             agent_down_after: int) -> tuple[bool, dict[str, dict[str, Any]]]:
+    """Every group's conversations through the stage pools, groups in parallel; returns whether
+    the run was cancelled (Ctrl-C) and what provisioning did per database. A failure, the
+    circuit breaker or a scheduler error close the journal and raise."""
+    scan, done = items.scan, journal.done
+    bars = _progress_bars(scan.groups, progress, _done_per_group(items.dataset, scan.groups, done) if done else {}, config.trials)
     bars_lock = threading.Lock()
-
-    from evalbench.breaker import AgentBreaker
-
     # ``agent_down_after`` conversations in a row that could not connect to the agent stop the run (0: never)
-    breaker = AgentBreaker(agent.describe().get("base_url"), lambda: scheduler.cancel(), agent_down_after)
+    breaker = AgentBreaker(parts.agent.describe().get("base_url"), lambda: scheduler.cancel(), agent_down_after)
 
     def on_complete(conv: Conversation) -> None:
-        writer.record(conv)
+        journal.writer.record(conv)
         breaker.observe(conv)
         with bars_lock:
             bars[(conv.item.dialect, conv.item.database)].update(1)
 
     runners = config.runners
-    scheduler = Scheduler(
-        {
-            Stage.PROMPT: runners.promptgen_runners,
-            Stage.GENERATE: runners.sqlgen_runners,
-            Stage.VUSER: runners.vuser_runners,
-            Stage.EXECUTE: runners.sqlexec_runners,
-            Stage.SCORE: runners.scoring_runners,
-        },
-        config.max_in_flight,
-        on_complete,
-    )
-    sandboxes: list[Sandbox] = []
-    reports: dict[str, dict[str, Any]] = {}
+    scheduler = Scheduler({Stage.PROMPT: runners.promptgen_runners, Stage.GENERATE: runners.sqlgen_runners,
+                           Stage.VUSER: runners.vuser_runners, Stage.EXECUTE: runners.sqlexec_runners,
+                           Stage.SCORE: runners.scoring_runners}, config.max_in_flight, on_complete)
+    groups = GroupEvaluator(config, items, parts, scheduler, done, on_complete)
+    failed = False
+    try:
+        cancelled = _run_groups(groups, scheduler)
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        scheduler.shutdown()
+        for sandbox in groups.sandboxes:
+            sandbox.close()
+        parts.close()
+        for bar in bars.values():
+            bar.close()
+        if failed:
+            journal.close()
+    if scheduler.failure is not None:
+        journal.close()
+        raise EvalbenchError(f"the run stopped: {scheduler.failure}")
+    if breaker.tripped:  # the conversations in flight were journaled (as cancelled): --resume goes on
+        journal.close()
+        raise breaker.error(place.run_dir)
+    return cancelled, groups.reports
 
-    def evaluate_group(group: Group) -> None:
+
+class GroupEvaluator:
+    """Evaluates one (dialect, database) group: provision its database through its backend, open
+    the sandbox, and admit the group's conversations to the scheduler. A database that cannot be
+    set up records every item of the group as ``db_error``; one whose agent SQL could not run
+    unprivileged (SandboxError) stops the run."""
+
+    def __init__(self, config: RunConfig, items: Items, parts: RunParts, scheduler: Scheduler,
+                 done: set[tuple[Any, str, int]], on_complete: Any) -> None:
+        self.config, self.items, self.parts, self.scheduler = config, items, parts, scheduler
+        self.done, self.on_complete = done, on_complete
+        self.sandboxes: list[Sandbox] = []
+        self.reports: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, group: Group) -> None:
         dialect, database = group
         key = f"{dialect}/{database}"
-        if done and all((item.dialect, item.id, trial) in done
-                        for trial in range(1, trials + 1) for item in dataset.items(group)):
+        config, dataset = self.config, self.items.dataset
+        if self.done and all((item.dialect, item.id, trial) in self.done
+                             for trial in range(1, config.trials + 1) for item in dataset.items(group)):
             return  # resumed: nothing left to run here
         try:
             db = databases.database(config, dialect, database)
@@ -201,93 +306,74 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
             raise  # never run agent SQL with more rights: the whole run stops
         except EvalbenchError as exc:
             log.error("%s: %s", key, exc)
-            reports[key] = {"error": str(exc)}
-            _record_unrunnable(config, dataset, group, str(exc),
-                               StageWork(Parts(agent, vuser, None, scorers, plan.rules, plan.primary)), on_complete,  # type: ignore[arg-type]
-                               done)
+            self.reports[key] = {"error": str(exc)}
+            _record_unrunnable(config, dataset, group, str(exc), self.parts.work(None), self.on_complete, self.done)
             return
-        reports[key] = databases.provision_entry(provisioned)
+        self.reports[key] = databases.provision_entry(provisioned)
         if provisioned.warning:
             log.warning("%s: %s", key, provisioned.warning)
         sandbox = db.open_sandbox(config, provisioned)
-        sandboxes.append(sandbox)
-        schemas.register(dialect, database, lambda: db.backend.describe_schema(sandbox))
-        queries.register(dialect, database, sandbox)
-        work = StageWork(Parts(agent, vuser, sandbox, scorers, plan.rules, plan.primary))
-        for conv in _conversations(config, dataset, group, done):
-            if not scheduler.admit(conv, work):
+        self.sandboxes.append(sandbox)
+        self.parts.schemas.register(dialect, database, lambda: db.backend.describe_schema(sandbox))
+        self.parts.queries.register(dialect, database, sandbox)
+        work = self.parts.work(sandbox)
+        for conv in _conversations(config, dataset, group, self.done):
+            if not self.scheduler.admit(conv, work):
                 break
 
-    cancelled = False
-    groups = sorted(scan.groups)
-    pool = ThreadPoolExecutor(max_workers=min(len(groups), MAX_PARALLEL_GROUPS), thread_name_prefix="evalbench-group")
-    failed = False
+
+def _run_groups(groups: GroupEvaluator, scheduler: Scheduler) -> bool:
+    """Every group on a small pool, the main thread kept responsive to Ctrl-C; True when the run
+    was cancelled (what was in flight is journaled as cancelled)."""
+    names = sorted(groups.items.scan.groups)
+    pool = ThreadPoolExecutor(max_workers=min(len(names), MAX_PARALLEL_GROUPS), thread_name_prefix="evalbench-group")
     try:
-        futures = [pool.submit(evaluate_group, group) for group in groups]
+        futures = [pool.submit(groups, group) for group in names]
         for future in futures:
             while not future.done():
                 time.sleep(0.05)  # keep the main thread responsive to Ctrl-C
             future.result()
         scheduler.wait()
+        return False
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it): cancel before waiting on anything
-        cancelled = True
         log.warning("cancelling: in-flight conversations are recorded as cancelled")
-        _cancel_in_flight(scheduler, sandboxes)
+        _cancel_in_flight(scheduler, groups.sandboxes)
+        return True
     except BaseException:
         scheduler.cancel()  # a failure (e.g. no safe sandbox role): stop admitting, journal what is in flight, propagate
-        failed = True
         raise
     finally:
         pool.shutdown(wait=True)  # the groups stop admitting once the scheduler is cancelled
         scheduler.wait()
-        scheduler.shutdown()
-        for sandbox in sandboxes:
-            sandbox.close()
-        agent.close()
-        for closable in (vuser, *scorers):  # those that hold clients (llm virtual user, llmrater)
-            close = getattr(closable, "close", None)
-            if close is not None:
-                close()
-        for bar in bars.values():
-            bar.close()
-        if failed:
-            writer.close()
-            report_set.close()
-    if scheduler.failure is not None:
-        writer.close()
-        report_set.close()
-        raise EvalbenchError(f"the run stopped: {scheduler.failure}")
-    if breaker.tripped:  # the conversations in flight were journaled (as cancelled): --resume goes on
-        writer.close()
-        report_set.close()
-        raise breaker.error(run_dir)
 
-    elapsed = time.monotonic() - started
-    session |= {"finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "elapsed_s": round(elapsed, 3),
-                "conversations": writer.summary.total - len(done), "cancelled": cancelled}
+
+def finish(items: Items, parts: RunParts, place: RunPlace, manifest: dict[str, Any], journal: Journal,
+           reports: dict[str, dict[str, Any]], cancelled: bool) -> dict[str, Any]:
+    """The summary and every report from the journal, and the manifest's last word."""
+    writer, scan = journal.writer, items.scan
     total_elapsed = sum(s.get("elapsed_s") or 0.0 for s in manifest["sessions"])
     extra = {
         "elapsed_s": round(total_elapsed, 3),
         "conversations_per_s": round(writer.summary.total / total_elapsed, 2) if total_elapsed > 0 else None,
-        "dataset": {"path": str(dataset.path), "format": scan.format, "items": scan.total,
+        "dataset": {"path": str(items.dataset.path), "format": scan.format, "items": scan.total,
                     "record_errors": len(scan.errors), "filtered_out": scan.filtered_out},
         "record_errors": [str(e) for e in scan.errors[:1000]],
-        "databases": (previous or {}).get("databases", {}) | reports,
+        "databases": (place.previous or {}).get("databases", {}) | reports,
         "cancelled": cancelled,
         "sessions": len(manifest["sessions"]),
-        "scoring": manifest.get("scoring") or plan.describe(),
+        "scoring": manifest.get("scoring") or parts.plan.describe(),
     }
     summary = writer.finish(**extra)
     writer.close()
     try:
-        report_set.commit(summary)
+        journal.reports.commit(summary)
     finally:
-        report_set.close()
+        journal.reports.close()
     manifest["databases"] = extra["databases"]
-    manifest["finished_at"] = session["finished_at"]
+    manifest["finished_at"] = manifest["sessions"][-1]["finished_at"]
     manifest["summary_extra"] = extra  # what `evalbench report` needs besides the journal
     writer.write_manifest(manifest)
-    return RunResult(run_id, run_dir, summary, scan.errors, cancelled)
+    return summary
 
 
 def _cancel_in_flight(scheduler: Scheduler, sandboxes: list[Any]) -> None:
@@ -390,93 +476,3 @@ def _done_per_group(dataset: Dataset, groups: Any, done: set[tuple[Any, str, int
     for dialect, item_id, _ in done:
         per_item[(dialect, item_id)] = per_item.get((dialect, item_id), 0) + 1
     return {group: sum(per_item.get((item.dialect, item.id), 0) for item in dataset.items(group)) for group in groups}
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _git_sha() -> str | None:
-    try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() or None if result.returncode == 0 else None
-
-
-def _redact_arg(arg: str) -> str:
-    """One command-line argument as the manifest records it: secrets redacted like the config's.
-
-    ``KEY=VALUE`` (a ``--set`` pair, also as ``--set=KEY=VALUE``): the value is read as YAML, as
-    ``--set`` reads it, and redacted under its key (``password=***``; ``database_configs=[...]``
-    and ``model_config={...}`` keep their other keys, with secret-looking keys and passwords in
-    URLs redacted). Any ``scheme://user:password@`` and secret-looking ``KEY=VALUE`` left in the text are
-    redacted too; lone surrogates (bytes that were not UTF-8) become U+FFFD."""
-    import json
-    import re
-
-    import yaml
-
-    from evalbench.config import _SECRET_KEYS, redact, redact_url
-    from evalbench.results.record import clean_text
-
-    arg = clean_text(arg)
-    option, sep, rest = arg.partition("=")
-    if sep and option.startswith("-"):  # --set=KEY=VALUE, --output-dir=...
-        return f"{option}={_redact_arg(rest)}"
-    key, sep, value = arg.partition("=")
-    if sep and key:
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError:
-            parsed = value
-        redacted = redact({key: parsed})[key]
-        if redacted != parsed:
-            value = redacted if isinstance(redacted, str) else json.dumps(redacted, ensure_ascii=False, default=str)
-            arg = f"{key}={value}"
-    if "://" in arg:
-        arg = redact_url(arg)
-        # a URL inside a longer text (YAML that did not parse, a connection string...)
-        arg = re.sub(r"(://[^\s/@:'\"]*:)[^\s@'\"]*@", r"\1***@", arg)
-    # KEY=VALUE / KEY: VALUE pairs left in the text (YAML that did not parse, a connection string...)
-    secret_key = "|".join(re.escape(k) for k in _SECRET_KEYS)
-    pattern = rf"""([\w.-]*(?:{secret_key})[\w.-]*["']?\s*[=:]\s*)(?!["']?\*\*\*)("[^"]*"|'[^']*'|[^\s,;&}}\]]+)"""
-    return re.sub(pattern, r"\1***", arg, flags=re.IGNORECASE)
-
-
-def _manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any],
-              dataset_sha256: str, metric_scorers: list[str]) -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    packages: dict[str, str | None] = {}
-    for name in ("sqlglot", "psycopg", "sqlalchemy", "pydantic", "pgserver", "google-genai", "httpx"):
-        try:
-            packages[name] = version(name)
-        except PackageNotFoundError:
-            packages[name] = None
-    return {
-        "schema_version": 1,
-        "run_id": run_id,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "evalbench_version": __version__,
-        "git_sha": _git_sha(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "packages": packages,
-        "command": [os.path.basename(sys.argv[0])] + [_redact_arg(a) for a in sys.argv[1:]],
-        "config_file": str(config.source) if config.source else None,
-        "config": config.snapshot(),
-        "config_fingerprint": config.fingerprint(),
-        "seed": config.seed,
-        "dataset": {"path": str(dataset.path), "sha256": dataset_sha256, "format": scan.format,
-                    "items": scan.total, "groups": {f"{d}/{n}": c for (d, n), c in sorted(scan.groups.items())},
-                    "record_errors": len(scan.errors)},
-        "agent": agent,
-        "vuser": vuser,
-        "scorers": list(config.scorers),
-        "metric_scorers": metric_scorers,
-    }

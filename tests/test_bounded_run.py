@@ -223,6 +223,6 @@ def test_secrets_from_the_environment_are_not_in_the_run_directory(tmp_path, pgd
     ("x=\udcff", "x=\ufffd"),
 ])
 def test_command_line_arguments_are_redacted(arg, expected):
-    from evalbench.orchestrator import _redact_arg
+    from evalbench.run_manifest import redact_arg
 
-    assert _redact_arg(arg) == expected
+    assert redact_arg(arg) == expected
