@@ -26,9 +26,7 @@ demo: $(VENV)/.installed  ## install and run the quickstart evaluation (offline,
 lint: $(VENV)/.installed-dev  ## ruff, mypy and import-linter (pyproject.toml: [tool.ruff], [tool.mypy], [tool.importlinter])
 	$(BIN)/ruff check evalbench tests
 	$(BIN)/mypy
-	@# the import contracts, once pyproject.toml has them
-	@if grep -q '^\[tool\.importlinter' pyproject.toml; then echo "$(BIN)/lint-imports"; $(BIN)/lint-imports; \
-	else echo "lint-imports: skipped (no [tool.importlinter] in pyproject.toml)"; fi
+	$(BIN)/lint-imports
 
 test: lint  ## lint, then the tests (all but the slow end-to-end ones), with the dev extra installed
 	$(BIN)/python -m pytest -m "not slow"

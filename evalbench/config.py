@@ -148,9 +148,6 @@ def _normalise_db_type(value: Any) -> Any:
     return name
 
 
-# Backends whose database is a file: EvalBench's ``database_path`` is then the folder of the
-# ``<database>.db`` files (databases/sqlite.py::SQLiteDB), not a server's host:port.
-FILE_BACKENDS = frozenset({"sqlite", "duckdb"})
 # Backends that reach a Google Cloud instance through its Python connector when given one.
 CONNECTOR_BACKENDS = frozenset({"alloydb", "cloudsql"})
 
@@ -213,7 +210,9 @@ class DatabaseConfig(StrictModel):
         """EvalBench's ``database_path`` of a PostgreSQL server is its host[:port] (databases/postgres.py::PGDB)."""
         if not isinstance(data, dict) or data.get("database_path") in (None, ""):
             return data
-        if _normalise_db_type(data.get("db_type") or normalise_dialect(str(data.get("dialect") or "postgres"))) in FILE_BACKENDS:
+        from evalbench.backends.names import is_file_backend
+
+        if is_file_backend(_normalise_db_type(data.get("db_type") or normalise_dialect(str(data.get("dialect") or "postgres")))):
             return data  # a folder or a file, read by the backend
         if data.get("host") is not None or data.get("url") is not None:
             raise ValueError("database_path (EvalBench's host:port) cannot be combined with host or url: keep one")
@@ -248,7 +247,9 @@ class DatabaseConfig(StrictModel):
     def serves_every_database(self) -> bool:
         """Names a server (or a folder of database files) holding every database of its dialect,
         as an EvalBench db config does (databases/__init__.py::get_database)."""
-        return not self.is_embedded or (self.backend in FILE_BACKENDS and self.database_path is not None)
+        from evalbench.backends.names import is_file_backend
+
+        return not self.is_embedded or (self.database_path is not None and is_file_backend(self.backend))
 
 
 # --------------------------------------------------------------------------- run

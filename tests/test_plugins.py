@@ -39,6 +39,9 @@ shrug = "evalbench_demo_plugin:ShrugUser"
 [project.entry-points."evalbench.scorers"]
 sql_chars = "evalbench_demo_plugin:SqlChars"
 broken_scorer = "evalbench_demo_plugin:NoSuchScorer"
+
+[project.entry-points."evalbench.backends"]
+litefile = "evalbench_demo_plugin:LiteFileBackend"
 """
 
 BACKEND = '''\
@@ -155,6 +158,24 @@ class SqlChars:
 
     def score(self, conversation, phase) -> Score:
         return Score(self.scale * len(phase.sql or ""), detail="characters of the final SQL")
+
+
+from evalbench.backends.sqlite.backend import SQLiteBackend
+
+
+class LiteFileBackend(SQLiteBackend):
+    """A backend of another package: SQLite files, reading their setup from a "litefile" folder
+    (else the "sqlite" one), and saying so in what provisioning reports."""
+
+    name = "litefile"
+
+    def setup_dialects(self):
+        return ("litefile", "sqlite")
+
+    def provision(self, config, setup, embedded_dir):
+        provisioned = super().provision(config, setup, embedded_dir)
+        provisioned.warning = "provisioned by the litefile plugin"
+        return provisioned
 '''
 
 
@@ -287,3 +308,20 @@ def test_the_agent_of_docs_extending_md_runs(tmp_path, pgdata):
     assert generated and all(sql.startswith("SELECT COUNT(*) FROM ") for sql in generated), generated
     turns = [json.loads(line) for line in (tmp_path / "r" / "conversations.jsonl").read_text().splitlines()]
     assert any("Which columns would you like to see?" in json.dumps(t) for t in turns)  # ask_first was read
+
+
+def test_a_plugin_backend_serves_a_run(plugin_site, tmp_path):
+    """A backend of another package, selected by db_type: the SQLite quickstart on it."""
+    databases = ('database_configs=[{db_type: litefile, dialect: sqlite, database_name: greenleaf, '
+                 f'database_path: "{tmp_path / "dbs"}"}}]')
+    done = _evalbench(plugin_site, "run", "--config", str(ROOT / "configs" / "quickstart_sqlite.yaml"), "--output-dir",
+                      str(tmp_path), "--run-id", "r", "--no-progress", "--set", "model_config=simulated:oracle",
+                      "--set", databases, "--limit", "5")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["databases"]["sqlite/greenleaf"]["warning"] == "provisioned by the litefile plugin"
+    assert summary["scorers"]["exec_match"]["main"]["rate"] == 1.0
+    assert (tmp_path / "dbs" / "greenleaf.db").is_file()
+    unknown = _evalbench(plugin_site, "run", "--config", str(ROOT / "configs" / "quickstart_sqlite.yaml"), "--set",
+                         "database_configs=[{db_type: nosuch, dialect: sqlite, database_name: greenleaf}]")
+    assert unknown.returncode == 2 and "litefile" in unknown.stderr  # the known backends include the plugin's

@@ -46,3 +46,19 @@ def backend_name(db_type: str | None, dialect: str) -> str:
     """The backend a database config selects: its ``db_type``, else its dialect's own."""
     name = (db_type or dialect).strip().lower()
     return ALIASES.get(name, name)
+
+
+# Built-in backends whose database is a file: EvalBench's ``database_path`` is then the folder
+# of the ``<database>.db`` files (databases/sqlite.py::SQLiteDB), not a server's host:port.
+FILE_BACKENDS = frozenset({"sqlite", "duckdb"})
+
+
+def is_file_backend(name: str) -> bool:
+    """Whether ``database_path`` names a file or folder for this backend: the built-in SQLite
+    and DuckDB, and a plugin whose class says ``file_database = True``."""
+    if name in FILE_BACKENDS or name in _BUILT_IN:
+        return name in FILE_BACKENDS
+    try:
+        return bool(getattr(BACKENDS.get(name), "file_database", False))
+    except Exception:  # noqa: BLE001  # an unknown or broken plugin is reported by the db_type check
+        return False

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 class DuckDBBackend:
     name = "duckdb"
+    file_database = True  # database_path names a file or a folder of files
     dialect = "duckdb"
 
     def setup_dialects(self) -> Sequence[str]:

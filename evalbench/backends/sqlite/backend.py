@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 class SQLiteBackend:
     name = "sqlite"
+    file_database = True  # database_path names a file or a folder of files
     dialect = "sqlite"
 
     def setup_dialects(self) -> Sequence[str]:
