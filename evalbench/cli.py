@@ -467,15 +467,15 @@ def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
 def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, thresholds: Any, *, cancelled: bool) -> int:
     """Check the gates, record them in summary.md and pick the exit code."""
     from evalbench.gates import check_gates
-    from evalbench.results.files import write_atomic
-    from evalbench.results.summary_md import incomplete_note, render_summary_markdown
+    from evalbench.results.journal.files import write_atomic
+    from evalbench.results.render.summary_md import incomplete_note, render_summary_markdown
 
     fail_under, max_regression, baseline = thresholds
     incomplete = incomplete_note(summary)
     if incomplete:  # the gates below fail on it, unless --allow-incomplete
         print(f"  {incomplete}")
     if baseline is not None and not args.force:
-        from evalbench.results.comparison import scoring_differences
+        from evalbench.results.summary.comparison import scoring_differences
 
         differences = scoring_differences(baseline.get("scoring"), summary.get("scoring"))
         if differences:
@@ -508,7 +508,7 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evalbench.report_console import print_summary
-    from evalbench.results.reports import regenerate
+    from evalbench.results.render.reports import regenerate
 
     run_dir = Path(args.run_dir)
     thresholds = _thresholds(args)
@@ -521,7 +521,7 @@ def _report(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from evalbench.results.comparison import compare_runs, render_text, write_comparison
+    from evalbench.results.summary.comparison import compare_runs, render_text, write_comparison
 
     comparison = compare_runs(Path(args.run_a), Path(args.run_b), force=args.force, metric=args.metric)
     out_dir = Path(args.output_dir) if args.output_dir else Path(args.run_b)
@@ -550,7 +550,7 @@ def _explain(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
 
-    from evalbench.results.explain import find_record, render_explanation
+    from evalbench.results.render.explain import find_record, render_explanation
 
     width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
     print(render_explanation(find_record(Path(args.run_dir), args.item_id), width=width))
@@ -561,10 +561,10 @@ def _runs_or_view(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     if args.command == "runs":
-        from evalbench.results.runs_index import main_runs
+        from evalbench.results.render.runs_index import main_runs
 
         return main_runs(Path(args.dir), as_json=args.json)
-    from evalbench.results.view import main_view
+    from evalbench.results.render.view import main_view
 
     return main_view(Path(args.dir), Path(args.output) if args.output else None)
 

@@ -29,8 +29,8 @@ from evalbench.dataset import Dataset, RecordError
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
-from evalbench.results.reports import ReportSet
-from evalbench.results.rundir import RunWriter
+from evalbench.results.journal.rundir import RunWriter
+from evalbench.results.render.reports import ReportSet
 from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, check_resumable, read_manifest
 from evalbench.run_manifest import build_manifest, file_sha256, make_run_id, with_session
 from evalbench.scheduler import Scheduler

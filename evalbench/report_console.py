@@ -47,7 +47,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
     outcomes = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items() if v)
     print(f"  outcomes: {outcomes}", file=out)
     _print_verdict_notes(summary, out)
-    from evalbench.results.trials import trials_lines
+    from evalbench.results.summary.trials import trials_lines
 
     for line in trials_lines(summary):
         print(f"  {line}", file=out)
@@ -70,7 +70,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
 
 
 def _print_verdict_notes(summary: dict[str, Any], out: TextIO) -> None:
-    from evalbench.results.summary import verdict_notes
+    from evalbench.results.summary.aggregate import verdict_notes
 
     for line in verdict_notes(summary):
         print(f"  {line}", file=out)

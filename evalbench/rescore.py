@@ -39,7 +39,7 @@ def rescore(source: Path, *, config_file: Path | None = None, overrides: dict[st
     """Score the journal of ``source`` again into a new run directory; its :class:`RunResult`."""
     from evalbench.agents.replay import JOURNAL, read_run_manifest
     from evalbench.orchestrator import run
-    from evalbench.results.files import write_atomic
+    from evalbench.results.journal.files import write_atomic
 
     source = source.resolve()
     manifest = read_run_manifest(source)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.errors import ConfigError
-from evalbench.results.files import JOURNAL, OutputError
-from evalbench.results.journal_lines import conversation_key, is_record
+from evalbench.results.journal.files import JOURNAL, OutputError
+from evalbench.results.journal.lines import conversation_key, is_record
 
 # Outcomes that say nothing about the agent: their conversations run again on resume.
 RUN_AGAIN = frozenset({"cancelled", "db_error"})
@@ -125,7 +125,7 @@ def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None],
     id) — and, recorded more than once, is its **last** record, as read_journal counts it; when that
     last record is ``cancelled`` or ``db_error`` the conversation runs again. The journal is written
     to a temporary file renamed into place: an OS error (a full disk) raises
-    :class:`~evalbench.results.files.OutputError`, removes the temporary file and leaves the
+    :class:`~evalbench.results.journal.files.OutputError`, removes the temporary file and leaves the
     journal as it was."""
     path = run_dir / JOURNAL
     state = JournalState()

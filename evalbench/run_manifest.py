@@ -55,7 +55,7 @@ def redact_arg(arg: str) -> str:
     import yaml
 
     from evalbench.config import _SECRET_KEYS, redact, redact_url
-    from evalbench.results.record import clean_text
+    from evalbench.results.journal.record import clean_text
 
     arg = clean_text(arg)
     option, sep, rest = arg.partition("=")

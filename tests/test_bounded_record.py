@@ -14,10 +14,10 @@ import pytest
 from evalbench.conversation import MAX_SQL_BYTES, AgentReply, ReplyKind, ToolCall, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity, Conditions, Item
 from evalbench.results import read_journal
-from evalbench.results.files import JOURNAL
-from evalbench.results.record import CAPS, Caps, bounded_record, clip_text, conversation_record, rows_sha256
-from evalbench.results.reports import regenerate
-from evalbench.results.rundir import RunWriter
+from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.record import CAPS, Caps, bounded_record, clip_text, conversation_record, rows_sha256
+from evalbench.results.journal.rundir import RunWriter
+from evalbench.results.render.reports import regenerate
 from evalbench.resume import repair_journal
 from evalbench.scoring import build_scorers
 from evalbench.stages import Parts, run_conversation

@@ -17,8 +17,8 @@ import pytest
 
 from evalbench.cli import main
 from evalbench.conversation import AgentReply, ReplyKind, ToolCall
-from evalbench.results.evalbench_csv import cell, safe_cell
-from evalbench.results.record import CAPS
+from evalbench.results.journal.record import CAPS
+from evalbench.results.render.evalbench_csv import cell, safe_cell
 from tests.conftest import DEMO
 
 INVALID_UTF8 = b"caf\xe9 \xff".decode("utf-8", "surrogateescape")

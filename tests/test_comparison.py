@@ -1,4 +1,4 @@
-"""Comparing two runs (evalbench/results/comparison.py) on real quickstart runs: the noisy agent
+"""Comparing two runs (evalbench/results/summary/comparison.py) on real quickstart runs: the noisy agent
 with two seeds, on the embedded PostgreSQL."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from evalbench.config import load_run_config
 from evalbench.errors import EvalbenchError
 from evalbench.orchestrator import run
 from evalbench.results import read_journal
-from evalbench.results.comparison import (
+from evalbench.results.summary.comparison import (
     CompareError,
     Comparison,
     Flip,
@@ -30,7 +30,7 @@ from evalbench.results.comparison import (
     render_text,
     write_comparison,
 )
-from evalbench.results.stats import mcnemar_exact
+from evalbench.results.summary.stats import mcnemar_exact
 
 ROOT = Path(__file__).resolve().parent.parent
 METRIC = "exec_match"

@@ -255,7 +255,7 @@ def test_debugging_attempt_after_a_wrong_answer(demo_sandbox):
     """BIRD-Interact: after a wrong answer the user says so and the agent may try once more;
     a phase solved that way is worth 0.5 (main) instead of 0.7."""
     from evalbench.conversation import DEBUG_MESSAGE
-    from evalbench.results.record import reward
+    from evalbench.results.journal.record import reward
 
     def script(session, turn, text):
         return sql("SELECT 1") if turn == 0 else sql(GOLDEN)

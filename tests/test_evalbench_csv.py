@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from evalbench.results import read_journal
-from evalbench.results.evalbench_csv import (
+from evalbench.results.render.evalbench_csv import (
     EVALBENCH_CONFIGS_COLUMNS,
     EVALBENCH_EVALS_COLUMNS,
     EVALBENCH_SCORES_COLUMNS,
@@ -216,7 +216,7 @@ def test_pandas_reads_every_file(run_dir):
 
 
 def test_our_own_scores_and_summary_are_kept_under_native_names(tmp_path):
-    from evalbench.results.rundir import SCORES_COLUMNS
+    from evalbench.results.journal.rundir import SCORES_COLUMNS
 
     native_scores = ",".join(SCORES_COLUMNS) + "\r\nsyn,q1,postgres,db,main,exec_match,1.0,True,True,ok,\r\n"
     native_summary = "run_id,metric_name,phase,metric_score\r\nsyn,exec_match,main,100.0\r\n"

@@ -14,7 +14,7 @@ import pytest
 
 from evalbench.cli import main
 from evalbench.results import read_journal
-from evalbench.results.html_report import REPORT, render_report, write_report
+from evalbench.results.render.html_report import REPORT, render_report, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 XSS_QUESTION = "<script>alert(1)</script> Which stores </script> have a greenhouse?"

@@ -1,4 +1,4 @@
-"""junit.xml (evalbench/results/junit.py), checked by parsing the XML back."""
+"""junit.xml (evalbench/results/render/junit.py), checked by parsing the XML back."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import evalbench
 from evalbench.config import load_run_config
 from evalbench.results import read_journal
-from evalbench.results.junit import render_junit, write_junit
-from evalbench.results.taxonomy import diagnose
+from evalbench.results.render.junit import render_junit, write_junit
+from evalbench.results.summary.taxonomy import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -186,7 +186,7 @@ def test_retry_errors_needs_resume(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_compare_pairs_trials_trial_by_trial(tmp_path: Path) -> None:
-    from evalbench.results.comparison import compare_runs
+    from evalbench.results.summary.comparison import compare_runs
 
     subset = ("--limit", "10")
     assert _run(tmp_path, "n3", "--trials", "3", "--set", "model_config=simulated:noisy", *subset) == 0

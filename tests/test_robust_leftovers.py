@@ -25,8 +25,8 @@ from evalbench.dataset import Dataset
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.errors import ProvisioningError
 from evalbench.results import read_journal
-from evalbench.results.files import JOURNAL, OutputError
-from evalbench.results.taxonomy import FailureKind, diagnose
+from evalbench.results.journal.files import JOURNAL, OutputError
+from evalbench.results.summary.taxonomy import FailureKind, diagnose
 from evalbench.resume import repair_journal
 from tests.conftest import DEMO, ROOT
 

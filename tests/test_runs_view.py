@@ -19,11 +19,11 @@ import pytest
 
 from evalbench.cli import main
 from evalbench.results import read_journal, read_run
-from evalbench.results.evalbench_csv import cell, eval_row
-from evalbench.results.html_report import write_report
-from evalbench.results.links import conversation_anchor
-from evalbench.results.sqldiff import sql_diff
-from evalbench.results.taxonomy import diagnose, passed
+from evalbench.results.render.evalbench_csv import cell, eval_row
+from evalbench.results.render.html_report import write_report
+from evalbench.results.render.links import conversation_anchor
+from evalbench.results.render.sqldiff import sql_diff
+from evalbench.results.summary.taxonomy import diagnose, passed
 from tests.test_html_report import CHROMIUM_FLAGS, chromium_binary, embedded_data, save_artifact
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -394,7 +394,7 @@ def test_read_run_returns_dataframes(runs_root: Path) -> None:
 
 
 def test_read_run_of_a_folder_that_is_no_run(tmp_path: Path) -> None:
-    from evalbench.results.read import RunReadError
+    from evalbench.results.journal.dataframes import RunReadError
 
     with pytest.raises(RunReadError, match="not a run directory"):
         read_run(tmp_path)

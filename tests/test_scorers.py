@@ -22,7 +22,7 @@ from evalbench.conversation import (
 )
 from evalbench.dataset import Conditions
 from evalbench.errors import ConfigError
-from evalbench.results.record import reward
+from evalbench.results.journal.record import reward
 from evalbench.scoring import SCORERS, Score, build_scorers
 from evalbench.scoring.more import normalise_sql
 from evalbench.stages import new_conversation

@@ -1,4 +1,4 @@
-"""Pass-rate and paired-comparison statistics (evalbench/results/stats.py)."""
+"""Pass-rate and paired-comparison statistics (evalbench/results/summary/stats.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalbench.results import stats
-from evalbench.results.stats import mcnemar_exact, paired_diff_ci, rate_ci
+from evalbench.results.summary import stats
+from evalbench.results.summary.stats import mcnemar_exact, paired_diff_ci, rate_ci
 
 RESAMPLES = 2_000  # enough for the properties, fast under hypothesis
 

@@ -1,4 +1,4 @@
-"""The failure taxonomy (evalbench/results/taxonomy.py) and `evalbench explain` (explain.py).
+"""The failure taxonomy (evalbench/results/summary/taxonomy.py) and `evalbench explain` (explain.py).
 
 The table-driven test runs real conversations: the quickstart config once, through the library,
 with the noisy agent's failure rates raised so that every failure kind it has shows up, on the
@@ -24,8 +24,8 @@ from evalbench.config import load_run_config
 from evalbench.dataset import Dataset, Item
 from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
-from evalbench.results.explain import RecordNotFoundError, find_record, render_explanation
-from evalbench.results.taxonomy import Diagnosis, FailureKind, diagnose, passed, phase_failed, taxonomy_counts
+from evalbench.results.render.explain import RecordNotFoundError, find_record, render_explanation
+from evalbench.results.summary.taxonomy import Diagnosis, FailureKind, diagnose, passed, phase_failed, taxonomy_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"

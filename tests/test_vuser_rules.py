@@ -5,7 +5,7 @@ from __future__ import annotations
 from evalbench.agents import build_agent
 from evalbench.config import RulesVUserConfig, SimulatedAgentConfig
 from evalbench.conversation import VUserAction
-from evalbench.results.record import reward
+from evalbench.results.journal.record import reward
 from evalbench.scoring import build_scorers
 from evalbench.stages import Parts, new_conversation, run_conversation
 from evalbench.vuser import build_vuser

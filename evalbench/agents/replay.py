@@ -26,12 +26,12 @@ from typing import Any
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
 from evalbench.errors import ConfigError
-from evalbench.results.journal_lines import conversation_key, is_record
+from evalbench.results.journal.lines import conversation_key, is_record
 
 JOURNAL = "conversations.jsonl"
 ERROR_OUTCOMES = frozenset({"agent_error", "timeout", "vuser_error", "db_error", "cancelled"})
 _TERMINAL = frozenset({"sql", "answer", "error"})  # reply kinds that end an attempt
-_CLIPPED = re.compile(r"\.\.\.\[\d+ more bytes\]$")  # the journal's cut-text marker (results/record.py)
+_CLIPPED = re.compile(r"\.\.\.\[\d+ more bytes\]$")  # the journal's cut-text marker (results/journal/record.py)
 
 
 # --------------------------------------------------------------------------- the recorded run

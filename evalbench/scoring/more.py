@@ -21,7 +21,7 @@ from sqlglot import expressions as exp
 from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import Conversation, Phase, PhaseRecord
 from evalbench.errors import ConfigError
-from evalbench.results.record import REWARDS
+from evalbench.results.journal.record import REWARDS
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import normalise_rows
 
@@ -463,7 +463,7 @@ class Tokens:
 @SCORERS.register("bird_interact_reward")
 class BirdInteractReward:
     """Metric: the part of BIRD-Interact's reward earned by THIS phase, so that the per-phase
-    values of a conversation add up to its ``reward`` (evalbench.results.record.reward): main
+    values of a conversation add up to its ``reward`` (evalbench.results.journal.record.reward): main
     phase 0.7 when solved at the first try, 0.5 when solved after a debugging attempt; follow-up
     0.3 / 0.2; 0 when not solved. "Solved" is the phase's declared primary verdict (``primary:``),
     which is decided before any metric runs. A phase that ended without an answer (an error or

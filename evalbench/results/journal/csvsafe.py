@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from evalbench.results.record import clean_text
+from evalbench.results.journal.record import clean_text
 
 # A plain decimal number: never taken for a formula, so left as it is (``-0.5``, ``+3``, ``-1e-05``).
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalbench.errors import EvalbenchError
-from evalbench.results import read_journal
-from evalbench.results.files import JOURNAL
-from evalbench.results.journal_lines import trial_of
-from evalbench.results.taxonomy import passed, record_diagnosis
+from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.lines import trial_of
+from evalbench.results.journal.reader import read_journal
+from evalbench.results.summary.taxonomy import passed, record_diagnosis
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -110,7 +110,7 @@ def _rows(record: dict[str, Any], run_id: str) -> tuple[dict[str, Any], list[dic
 def _rebuilt_summary(path: Path) -> dict[str, Any]:
     """The summary recomputed from the journal (summary.json is missing); {} when the journal's
     records cannot be summarised (a warning says why)."""
-    from evalbench.results.rebuild import rebuild_summary
+    from evalbench.results.summary.rebuild import rebuild_summary
 
     try:
         return rebuild_summary(path)

@@ -1,6 +1,6 @@
 """Where a run's files are written, and how: the journal's name, the error that stops a run when a
 file cannot be written, and whole-file writes through a temporary file renamed into place.
-Shared by the run writer (:mod:`evalbench.results.rundir`) and ``--resume`` (:mod:`evalbench.resume`)."""
+Shared by the run writer (:mod:`evalbench.results.journal.rundir`) and ``--resume`` (:mod:`evalbench.resume`)."""
 
 from __future__ import annotations
 

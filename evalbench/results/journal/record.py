@@ -35,7 +35,7 @@ from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
-from evalbench.results.taxonomy import diagnosis_field
+from evalbench.results.summary.taxonomy import diagnosis_field
 
 SCHEMA_VERSION = 1
 

@@ -1,10 +1,10 @@
 """The run directory: manifest, append-only journal and scores_native.csv, written as the run goes
-(the other reports are derived from them: :mod:`evalbench.results.reports`).
+(the other reports are derived from them: :mod:`evalbench.results.render.reports`).
 
 The journal is appended and flushed as each conversation completes, so a crash loses nothing
 that finished. Whole-file outputs are written to a temporary file and renamed into place.
 
-Records are cleaned and bounded where they are built (:mod:`evalbench.results.record`), so the
+Records are cleaned and bounded where they are built (:mod:`evalbench.results.journal.record`), so the
 journal is always valid UTF-8 JSON. A file that cannot be written (disk full, permissions, a
 read-only file system) raises :class:`OutputError`, which names it and stops the run (exit 3);
 a journal line that could not be written whole is cut off again, so the journal ends with its
@@ -25,20 +25,20 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.conversation import Conversation
-from evalbench.results.csvsafe import safe_row
-from evalbench.results.files import JOURNAL, OutputError, write_atomic
-from evalbench.results.record import CAPS, Caps, bounded_record, clean_text, clean_value
-from evalbench.results.summary import SummaryBuilder
-from evalbench.results.taxonomy import record_diagnosis
+from evalbench.results.journal.csvsafe import safe_row
+from evalbench.results.journal.files import JOURNAL, OutputError, write_atomic
+from evalbench.results.journal.record import CAPS, Caps, bounded_record, clean_text, clean_value
+from evalbench.results.summary.aggregate import SummaryBuilder
+from evalbench.results.summary.taxonomy import record_diagnosis
 
-SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's (evalbench_csv.py)
+SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's (render/evalbench_csv.py)
 SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags",
                   "diagnosis"]
 
 
 def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
     """The scores_native.csv rows of one record: one per (phase, scorer); text cells that a
-    spreadsheet would run as a formula are neutralised (:func:`~evalbench.results.evalbench_csv.safe_cell`).
+    spreadsheet would run as a formula are neutralised (:func:`~evalbench.results.render.evalbench_csv.safe_cell`).
     ``diagnosis``: the failure kind of the conversation, on the rows of the phase it is about."""
     found = record_diagnosis(record) or {}
     for phase in record["phases"]:
@@ -161,7 +161,7 @@ class RunWriter:
             raise OutputError(self._scores_path, exc) from None
 
     def finish(self, **extra: Any) -> dict[str, Any]:
-        """The run's summary (the reports are written from it by :mod:`evalbench.results.reports`)."""
+        """The run's summary (the reports are written from it by :mod:`evalbench.results.render.reports`)."""
         with self._lock:
             return clean_value(self.summary.result(run_id=self.run_id, **extra))
 

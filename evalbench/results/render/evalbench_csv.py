@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from evalbench.results.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
-from evalbench.results.taxonomy import record_diagnosis
+from evalbench.results.journal.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
+from evalbench.results.summary.taxonomy import record_diagnosis
 
 T = TypeVar("T")
 
@@ -289,7 +289,7 @@ def eval_row(record: dict[str, Any], phase: dict[str, Any], job_id: str, run_tim
         "clarifications": phase.get("clarifications", 0),
         "generated_row_count": generated.get("row_count") if generated else None,
         "golden_row_count": golden.get("row_count") if golden else None,
-        # why the conversation failed, on the row of the phase it is about (taxonomy.py; empty: passed)
+        # why the conversation failed, on the row of the phase it is about (summary/taxonomy.py; empty: passed)
         **_diagnosis_cells(record, name),
     }
 
@@ -432,7 +432,7 @@ def _writing(path: Path, action: Callable[[], T]) -> T:
     try:
         return action()
     except OSError as exc:
-        from evalbench.results.files import OutputError
+        from evalbench.results.journal.files import OutputError
 
         raise OutputError(path, exc, temporary=path.with_name(f".{path.name}.tmp")) from None
 
@@ -559,7 +559,7 @@ def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None
 
     Returns the paths written, in the order evals, scores, summary, configs.
     """
-    from evalbench.results import read_journal
+    from evalbench.results.journal.reader import read_journal
 
     run_dir = Path(run_dir)
     manifest = _read_json(run_dir / "manifest.json")

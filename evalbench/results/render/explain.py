@@ -4,9 +4,9 @@
 turns a record into text: every turn (the user's or the virtual user's message, the virtual
 user's action, the agent's reply kind, text, tool calls and SQL), each phase's generated and
 golden results side by side (row counts, columns, errors, preview rows as a small table), a
-diff of the first golden SQL against the final SQL (:mod:`evalbench.results.sqldiff`), the scores
+diff of the first golden SQL against the final SQL (:mod:`evalbench.results.render.sqldiff`), the scores
 with their details, the timings, and at the end ``Diagnosis: <kind> — <message>`` (see
-:mod:`evalbench.results.taxonomy`) or ``Passed``. Everything comes from the record alone.
+:mod:`evalbench.results.summary.taxonomy`) or ``Passed``. Everything comes from the record alone.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.errors import EvalbenchError
-from evalbench.results import read_journal
-from evalbench.results.files import JOURNAL
-from evalbench.results.sqldiff import sql_diff
-from evalbench.results.taxonomy import diagnose
+from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.reader import read_journal
+from evalbench.results.render.sqldiff import sql_diff
+from evalbench.results.summary.taxonomy import diagnose
 
 CLOSE_IDS = 5  # close matches named when an item is not in the journal
 CELL = 24  # characters of one preview cell

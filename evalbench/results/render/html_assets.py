@@ -1,4 +1,4 @@
-"""The stylesheet and script inlined into ``report.html`` (see :mod:`evalbench.results.html_report`).
+"""The stylesheet and script inlined into ``report.html`` (see :mod:`evalbench.results.render.html_report`).
 
 Kept as string constants so a wheel needs no package data. The script renders every piece of
 record data with ``textContent``/``createTextNode`` (never ``innerHTML``) and loads nothing.
@@ -599,7 +599,7 @@ JS = r"""
     if (tr) tr.focus();
   });
 
-  // #<item id>[&trial=<n>] opens a conversation (links from index.html and compare.html: results/links.py)
+  // #<item id>[&trial=<n>] opens a conversation (links from index.html and compare.html: results/render/links.py)
   function anchorOf(r) { return encodeURIComponent(r.id) + (r.trial > 1 ? "&trial=" + r.trial : ""); }
   function openAnchor(hash) {
     for (var i = 0; i < ROWS.length; i++) if (anchorOf(ROWS[i]) === hash) { open(i); return; }

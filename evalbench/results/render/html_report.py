@@ -9,8 +9,8 @@ Records are streamed from the journal. Every conversation gets a compact row in 
 full record (turns, SQL, result previews, scores, timings) is embedded for the first
 ``max_details`` conversations and while the embedded details stay under ``max_detail_bytes``;
 with each embedded record goes its phases' golden/generated SQL diff (``diffs``, see
-:mod:`evalbench.results.sqldiff`). A conversation opens from the address ``#<item id>``
-(:mod:`evalbench.results.links`).
+:mod:`evalbench.results.render.sqldiff`). A conversation opens from the address ``#<item id>``
+(:mod:`evalbench.results.render.links`).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalbench.conversation import Outcome
-from evalbench.results import read_journal
-from evalbench.results.files import JOURNAL, write_atomic_with
-from evalbench.results.html_assets import CSS, JS
-from evalbench.results.html_page import format_stamp, page_shell
-from evalbench.results.journal_lines import trial_of
-from evalbench.results.rebuild import rebuild_summary
-from evalbench.results.sqldiff import sql_diff
-from evalbench.results.summary import verdict_notes
-from evalbench.results.summary_md import incomplete_note
+from evalbench.results.journal.files import JOURNAL, write_atomic_with
+from evalbench.results.journal.lines import trial_of
+from evalbench.results.journal.reader import read_journal
+from evalbench.results.render.html_assets import CSS, JS
+from evalbench.results.render.html_page import format_stamp, page_shell
+from evalbench.results.render.sqldiff import sql_diff
+from evalbench.results.render.summary_md import incomplete_note
+from evalbench.results.summary.aggregate import verdict_notes
+from evalbench.results.summary.rebuild import rebuild_summary
 
 REPORT = "report.html"
 MAX_DETAILS = 20_000  # conversations whose full record is embedded
@@ -45,7 +45,7 @@ MAX_DETAIL_BYTES = 48 * 1024 * 1024  # ... and at most this much JSON of full re
 ROW_TEXT_CHARS = 300  # search text kept for a row whose full record is not embedded
 MAX_SLICE_BARS = 25  # bars per slice chart (the largest values by n)
 
-Diagnose = Callable[..., Any]  # evalbench.results.taxonomy.diagnose(record, primary=None) -> Diagnosis | None
+Diagnose = Callable[..., Any]  # evalbench.results.summary.taxonomy.diagnose(record, primary=None) -> Diagnosis | None
 
 
 def render_report(run_dir: Path, *, max_details: int = MAX_DETAILS, max_detail_bytes: int = MAX_DETAIL_BYTES) -> str:
@@ -175,7 +175,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _load_diagnose() -> Diagnose | None:
     try:
-        from evalbench.results.taxonomy import diagnose
+        from evalbench.results.summary.taxonomy import diagnose
     except ImportError:  # the failure taxonomy is optional for the report
         return None
     return diagnose
@@ -261,7 +261,7 @@ def _detail(record: dict[str, Any]) -> dict[str, Any]:
 
 def _sql_diffs(record: dict[str, Any]) -> list[Any] | None:
     """Per phase, its first golden SQL against the agent's final SQL as diff segments
-    (:func:`~evalbench.results.sqldiff.sql_diff`), or None; None when no phase has one."""
+    (:func:`~evalbench.results.render.sqldiff.sql_diff`), or None; None when no phase has one."""
     diffs = []
     for phase in record.get("phases") or []:
         golden = phase.get("golden_sql") or []

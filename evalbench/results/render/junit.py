@@ -3,7 +3,7 @@
 One ``<testsuite>`` named after the run, one ``<testcase classname="evalbench.<database>"
 name="<item_id>" time="<elapsed_s>">`` per conversation:
 
-- passed (see :func:`evalbench.results.taxonomy.passed`): an empty test case;
+- passed (see :func:`evalbench.results.summary.taxonomy.passed`): an empty test case;
 - failed: ``<failure type="<kind>" message="<outcome>: <kind> — <message>">`` whose text gives
   each phase's details (outcome, final SQL, generated vs golden results, scores);
 - no answer could be judged because the harness, the virtual user or the agent endpoint broke
@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalbench.results.explain import phase_lines
-from evalbench.results.taxonomy import diagnose
+from evalbench.results.render.explain import phase_lines
+from evalbench.results.summary.taxonomy import diagnose
 
 JUNIT = "junit.xml"
 
@@ -101,7 +101,7 @@ class JunitBuilder:
 
     def commit(self, run_dir: Path, run_id: str) -> Path:
         """Write ``run_dir/junit.xml`` atomically; its path."""
-        from evalbench.results.files import write_atomic_with
+        from evalbench.results.journal.files import write_atomic_with
 
         return write_atomic_with(run_dir / JUNIT, lambda out: self.write(out, run_id))
 
@@ -111,7 +111,7 @@ class JunitBuilder:
 
 def _case_name(record: dict[str, Any]) -> str:
     """The item id; a repeated trial (``trials: k``) adds `` (trial N)`` so test names stay unique."""
-    from evalbench.results.journal_lines import trial_of
+    from evalbench.results.journal.lines import trial_of
 
     trial = trial_of(record)
     return str(record.get("item_id")) + (f" (trial {trial})" if trial > 1 else "")

@@ -2,7 +2,7 @@
 
 ``report.html#<item id>`` opens that item's conversation (the item id percent-encoded as
 JavaScript's ``encodeURIComponent`` does); a repeated trial adds ``&trial=<n>`` (trial 1 is the
-bare id). The page's script reads the same form (:mod:`evalbench.results.html_assets`).
+bare id). The page's script reads the same form (:mod:`evalbench.results.render.html_assets`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from evalbench.results.journal_lines import trial_of
+from evalbench.results.journal.lines import trial_of
 
 REPORT = "report.html"
 _SAFE = "-_.!~*'()"  # what encodeURIComponent leaves as it is, besides letters and digits

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalbench.gates import GateResult
-from evalbench.results import JournalStats, read_journal
-from evalbench.results.csvsafe import safe_row
-from evalbench.results.files import write_atomic, write_atomic_with
-from evalbench.results.rebuild import completeness, rebuild_summary
-from evalbench.results.record import clean_text, clean_value
-from evalbench.results.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
-from evalbench.results.summary_md import render_summary_markdown
+from evalbench.results.journal.csvsafe import safe_row
+from evalbench.results.journal.files import write_atomic, write_atomic_with
+from evalbench.results.journal.reader import JournalStats, read_journal
+from evalbench.results.journal.record import clean_text, clean_value
+from evalbench.results.journal.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
+from evalbench.results.render.summary_md import render_summary_markdown
+from evalbench.results.summary.rebuild import completeness, rebuild_summary
 from evalbench.resume import read_manifest
 
 
@@ -35,9 +35,9 @@ class ReportSet:
     :meth:`add` under its lock."""
 
     def __init__(self, run_dir: Path, manifest: dict[str, Any], *, html: bool = True) -> None:
-        from evalbench.results.evalbench_csv import EvalbenchCsvWriter
-        from evalbench.results.html_report import ReportBuilder
-        from evalbench.results.junit import JunitBuilder
+        from evalbench.results.render.evalbench_csv import EvalbenchCsvWriter
+        from evalbench.results.render.html_report import ReportBuilder
+        from evalbench.results.render.junit import JunitBuilder
 
         self.run_dir, self.manifest = run_dir, manifest
         metrics = set(manifest["metric_scorers"]) if "metric_scorers" in manifest else None
@@ -54,7 +54,7 @@ class ReportSet:
 
     def commit(self, summary: dict[str, Any], gates: Sequence[GateResult] = ()) -> list[Path]:
         """Write every report; the paths written. A file that cannot be written raises
-        :class:`~evalbench.results.files.OutputError`. A summary that does not say whether the run
+        :class:`~evalbench.results.journal.files.OutputError`. A summary that does not say whether the run
         is complete (the one a run builds as it ends) gets ``complete`` and ``completeness`` here."""
         if "complete" not in summary:  # the end of a run: it finished (or was cancelled), its journal is clean
             summary.update(completeness(summary, self.manifest, finished=True, journal=JournalStats()))

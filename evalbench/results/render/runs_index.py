@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.errors import EvalbenchError
-from evalbench.results.files import JOURNAL
-from evalbench.results.html_page import format_stamp
+from evalbench.results.journal.files import JOURNAL
+from evalbench.results.render.html_page import format_stamp
 
 RUN_FILES = ("manifest.json", JOURNAL, "summary.json")
 MAX_CELL = 56  # characters of a column of the text table (--json has the whole text)
@@ -140,7 +140,7 @@ def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
 
 
 def _rebuilt_summary(path: Path, entry: RunEntry) -> dict[str, Any] | None:
-    from evalbench.results.rebuild import rebuild_summary
+    from evalbench.results.summary.rebuild import rebuild_summary
 
     logger = logging.getLogger("evalbench.results")
     level = logger.level

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalbench.gates import GateResult
-from evalbench.results.summary import verdict_notes
+from evalbench.results.summary.aggregate import verdict_notes
 
 
 def _pct(rate: float | None) -> str:
@@ -63,7 +63,7 @@ def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult]
     for note in verdict_notes(summary, listed=20):
         head, _, rest = note.partition(": ")
         lines += ["", f"**{_cell(head.capitalize())}:** {_cell(rest)}"]
-    from evalbench.results.trials import trials_lines
+    from evalbench.results.summary.trials import trials_lines
 
     for line in trials_lines(summary):
         lines += ["", f"**Trials:** {_cell(line.partition(': ')[2])}"]

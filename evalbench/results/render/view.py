@@ -1,11 +1,11 @@
 """``evalbench view DIR [-o OUT]``: one self-contained ``index.html`` over every run in a folder.
 
-The page lists the runs (:mod:`evalbench.results.runs_index`: date, status, headline with its
+The page lists the runs (:mod:`evalbench.results.render.runs_index`: date, status, headline with its
 confidence interval, agent, dataset, config), each linking to its own ``report.html``, and an
 N-way comparison matrix: one row per conversation (item, dialect and trial, as
-:func:`~evalbench.results.journal_lines.conversation_key` names it) and one column per run, each
+:func:`~evalbench.results.journal.lines.conversation_key` names it) and one column per run, each
 cell pass / fail / error / n/a linking to that conversation in the run's report.html
-(``report.html#<item id>``: :mod:`evalbench.results.links`). Filters by slice (database,
+(``report.html#<item id>``: :mod:`evalbench.results.render.links`). Filters by slice (database,
 dialect, category, difficulty, query type, ambiguity, follow-up), by phase (the conversation,
 the main or the follow-up phase) and by agreement; the header shows each run's rate over the
 rows shown.
@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.results import read_journal
-from evalbench.results.files import JOURNAL, OutputError, write_atomic
-from evalbench.results.html_assets import CSS
-from evalbench.results.html_page import page_shell
-from evalbench.results.journal_lines import conversation_key, trial_of
-from evalbench.results.links import report_href
-from evalbench.results.runs_index import RunEntry, list_runs, short_date
-from evalbench.results.taxonomy import passed, record_diagnosis
-from evalbench.results.view_assets import VIEW_CSS, VIEW_JS
+from evalbench.results.journal.files import JOURNAL, OutputError, write_atomic
+from evalbench.results.journal.lines import conversation_key, trial_of
+from evalbench.results.journal.reader import read_journal
+from evalbench.results.render.html_assets import CSS
+from evalbench.results.render.html_page import page_shell
+from evalbench.results.render.links import report_href
+from evalbench.results.render.runs_index import RunEntry, list_runs, short_date
+from evalbench.results.render.view_assets import VIEW_CSS, VIEW_JS
+from evalbench.results.summary.taxonomy import passed, record_diagnosis
 
 INDEX = "index.html"
 ERROR_OUTCOMES = frozenset({"agent_error", "timeout", "db_error", "vuser_error", "cancelled"})
@@ -230,7 +230,7 @@ def _matrix_section() -> str:
 
 def main_view(root: Path, out: Path | None = None) -> int:
     """``evalbench view``: write index.html and say where it is, and which runs have no column."""
-    from evalbench.results.runs_index import find_run_dirs
+    from evalbench.results.render.runs_index import find_run_dirs
 
     find_run_dirs(root)  # a folder that does not exist: RunsError, exit 2
     path, data = _write(Path(root), out)

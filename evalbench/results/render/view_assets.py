@@ -1,4 +1,4 @@
-"""The extra stylesheet and the script of ``index.html`` (see :mod:`evalbench.results.view`); the
+"""The extra stylesheet and the script of ``index.html`` (see :mod:`evalbench.results.render.view`); the
 page also inlines report.html's stylesheet. The script renders record data with ``textContent``
 only (never ``innerHTML``) and loads nothing."""
 
@@ -55,7 +55,7 @@ VIEW_JS = r"""
     return node;
   }
   function key(v) { return v === null || v === undefined ? "" : String(v); }
-  // the fragment report.html opens (results/links.py, and report.html's own script)
+  // the fragment report.html opens (results/render/links.py, and report.html's own script)
   function anchorOf(r) { return encodeURIComponent(r.id) + (r.trial > 1 ? "&trial=" + r.trial : ""); }
   function code(r, j) { var c = r.c[j]; return c ? c[state.phase] : null; }
 

@@ -8,7 +8,7 @@ dataset's fault, so it is listed and counted apart (``invalid_items``) and in no
 ``success`` is the rate of the phases' own verdicts (each phase's declared primary scorer:
 ``exec_match`` for a query, ``test_cases`` or ``state_match`` for a management task), and
 slices split the main phase's verdict over every conversation.
-Rates carry a 95 % percentile-bootstrap confidence interval (:func:`~evalbench.results.stats.rate_ci`).
+Rates carry a 95 % percentile-bootstrap confidence interval (:func:`~evalbench.results.summary.stats.rate_ci`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalbench.conversation import Outcome
-from evalbench.results.journal_lines import phase_passed
-from evalbench.results.stats import rate_ci
-from evalbench.results.taxonomy import diagnose
-from evalbench.results.trials import TrialTally
+from evalbench.results.journal.lines import phase_passed
+from evalbench.results.summary.stats import rate_ci
+from evalbench.results.summary.taxonomy import diagnose
+from evalbench.results.summary.trials import TrialTally
 
 # Outcomes that say the harness or its infrastructure failed, not the agent (gated by
 # ``--max-infra-errors``).

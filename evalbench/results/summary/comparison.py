@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.errors import EvalbenchError
-from evalbench.results import read_journal
-from evalbench.results.files import JOURNAL, write_atomic
-from evalbench.results.journal_lines import trial_of
-from evalbench.results.links import conversation_anchor, report_href
-from evalbench.results.record import SCHEMA_VERSION
-from evalbench.results.stats import mcnemar_exact, paired_diff_ci
+from evalbench.results.journal.files import JOURNAL, write_atomic
+from evalbench.results.journal.lines import trial_of
+from evalbench.results.journal.reader import read_journal
+from evalbench.results.journal.record import SCHEMA_VERSION
+from evalbench.results.render.links import conversation_anchor, report_href
+from evalbench.results.summary.stats import mcnemar_exact, paired_diff_ci
 
 __all__ = [
     "SUCCESS",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalbench.results import JournalStats, journal_stats, read_journal
-from evalbench.results.summary import SummaryBuilder
+from evalbench.results.journal.reader import JournalStats, journal_stats, read_journal
+from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.resume import read_manifest
 
 

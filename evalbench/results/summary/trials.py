@@ -19,8 +19,8 @@ from __future__ import annotations
 from math import comb
 from typing import Any
 
-from evalbench.results.journal_lines import phase_passed, trial_of
-from evalbench.results.stats import rate_ci
+from evalbench.results.journal.lines import phase_passed, trial_of
+from evalbench.results.summary.stats import rate_ci
 
 MAX_LISTED = 1000  # inconsistent items listed in summary.json
 RESAMPLES = 2000

@@ -1,0 +1,151 @@
+"""Reading a run's journal back: :func:`read_journal` and what it found (:class:`JournalStats`).
+
+:func:`read_journal` reads a journal as it may be left by a crash: a last line cut short
+(killed mid-write) is ignored with a warning, a line that is not a conversation record is
+skipped with a warning naming its line, and a conversation recorded twice counts once — its
+last complete record — with a warning. It does not rewrite the journal (``evalbench run
+--resume`` repairs it: :func:`evalbench.resume.repair_journal`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.lines import conversation_key, is_record
+
+log = logging.getLogger(__name__)
+
+MAX_LISTED = 5  # line numbers and item ids named in a warning
+
+
+@dataclass
+class JournalStats:
+    """What reading a journal found besides the records it yields."""
+
+    conversations: int = 0  # distinct conversations (records yielded)
+    truncated: int = 0  # a last line cut short (a crash while writing it)
+    unreadable: list[int] = field(default_factory=list)  # line numbers that are not a conversation record
+    duplicates: int = 0  # records superseded by a later record of the same conversation
+    duplicated_items: list[str] = field(default_factory=list)  # some of their item ids
+
+    def as_dict(self) -> dict[str, int]:
+        return {"truncated_lines": self.truncated, "unreadable_lines": len(self.unreadable),
+                "duplicate_records": self.duplicates}
+
+    def warnings(self, path: Path) -> list[str]:
+        out = []
+        if self.truncated:
+            out.append(f"{path}: the last line is cut short (the run was killed while writing it?); it is ignored "
+                       "(`evalbench run --resume` runs that conversation again)")
+        if self.unreadable:
+            lines = ", ".join(map(str, self.unreadable[:MAX_LISTED])) + (", ..." if len(self.unreadable) > MAX_LISTED else "")
+            out.append(f"{path}: {len(self.unreadable)} line(s) are not a conversation record and are ignored "
+                       f"(line {lines})")
+        if self.duplicates:
+            items = ", ".join(self.duplicated_items[:MAX_LISTED]) + (", ..." if len(self.duplicated_items) > MAX_LISTED else "")
+            out.append(f"{path}: {self.duplicates} conversation record(s) are repeated later in the journal and "
+                       f"counted once, by their last record (item {items})")
+        return out
+
+
+@dataclass
+class _Index:
+    size: int  # bytes of the journal the index covers
+    kept: set[int] | None  # offsets of the lines to yield; None: every non-blank line
+    stats: JournalStats
+
+
+_CACHE: dict[str, tuple[tuple[int, ...], _Index]] = {}  # path -> (its stat when indexed, the index)
+_CACHE_LOCK = threading.Lock()
+
+
+def _build_index(path: Path) -> _Index:
+    stats = JournalStats()
+    last: dict[tuple[Any, str, int], int] = {}  # conversation -> offset of its last record
+    duplicated: set[tuple[Any, str, int]] = set()
+    offset = 0
+    bad = False
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            here, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (ValueError, RecursionError):
+                record = None
+            if not is_record(record):
+                bad = True
+                if not raw.endswith(b"\n"):
+                    stats.truncated += 1  # the last line, cut short by a crash
+                else:
+                    stats.unreadable.append(number)
+                continue
+            key = conversation_key(record)
+            if key in last:
+                stats.duplicates += 1
+                if key not in duplicated and len(stats.duplicated_items) < MAX_LISTED + 1:
+                    stats.duplicated_items.append(key[1])
+                duplicated.add(key)
+            last[key] = here
+    stats.conversations = len(last)
+    kept = set(last.values()) if bad or stats.duplicates else None
+    return _Index(offset, kept, stats)
+
+
+def _index(path: Path) -> _Index:
+    """The journal's index, built once per state of the file (a report reads it several times);
+    its warnings are logged when it is built."""
+    st = os.stat(path)
+    signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    name = str(path.resolve())
+    with _CACHE_LOCK:
+        cached = _CACHE.get(name)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+    index = _build_index(path)
+    for message in index.stats.warnings(path):
+        log.warning("%s", message)
+    with _CACHE_LOCK:
+        if len(_CACHE) >= 8:
+            _CACHE.clear()
+        _CACHE[name] = (signature, index)
+    return index
+
+
+def journal_stats(run_dir: Path | str) -> JournalStats:
+    """What :func:`read_journal` finds in ``run_dir``'s journal: conversations, cut-short,
+    unreadable and duplicate lines."""
+    return _index(Path(run_dir) / JOURNAL).stats
+
+
+def read_journal(run_dir: Path | str) -> Generator[dict[str, Any], None, None]:
+    """The conversation records of a run, in completion order, each conversation once (its last
+    complete record); lines cut short or unreadable are skipped with a warning."""
+    path = Path(run_dir) / JOURNAL
+    index = _index(path)
+    offset = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            here, offset = offset, offset + len(raw)
+            if offset > index.size:
+                break  # written after the index was built (a run still going): not read now
+            if index.kept is None:
+                if not raw.strip():
+                    continue
+            elif here not in index.kept:
+                continue
+            try:
+                record = json.loads(raw)
+            except (ValueError, RecursionError):  # the file changed under us
+                continue
+            if is_record(record):
+                yield record
