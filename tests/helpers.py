@@ -88,3 +88,11 @@ def sql(text: str) -> AgentReply:
 
 def ask(text: str = "Which shops?") -> AgentReply:
     return AgentReply(ReplyKind.CLARIFICATION, text=text)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that must see Ctrl-C: a shell's background job (a CI runner's
+    script) starts with SIGINT ignored, which Python then leaves ignored."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -18,6 +18,7 @@ from evalbench.config import load_run_config
 from evalbench.orchestrator import run
 from evalbench.results import read_journal
 from tests.conftest import DEMO, ROOT
+from tests.helpers import default_sigint
 
 COPIES = 4  # of each demo management item: enough conversations to interrupt some in flight
 VOLATILE = {"run_id", "elapsed_s", "conversations_per_s", "databases", "sessions", "cancelled", "complete", "completeness"}
@@ -83,6 +84,7 @@ def test_an_interrupted_run_cancels_in_flight_items_and_resume_equals_an_uninter
     process = subprocess.Popen(
         [sys.executable, "-m", "evalbench", "run", "--config", str(config), "--run-id", "cut", "--no-progress"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+        preexec_fn=default_sigint,
     )
     journal = tmp_path / "cut" / "conversations.jsonl"
     give_up = time.monotonic() + 120

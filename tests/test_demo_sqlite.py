@@ -1,4 +1,4 @@
-"""The SQLite build of the greenleaf demo dataset (datasets/demo/make_sqlite.py).
+"""The SQLite build of the greenleaf demo dataset (datasets/demo/make_builds.py).
 
 The generated files must be what the generator makes now, every generated golden must run on
 SQLite with a non-empty result (Query items), and, when ``EVALBENCH_TEST_PG_URL`` names a
@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import sqlite3
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -27,14 +28,15 @@ SETUP = DEMO / "setup" / "greenleaf"
 
 
 def _load_generator() -> Any:
-    spec = importlib.util.spec_from_file_location("make_sqlite", DEMO / "make_sqlite.py")
+    spec = importlib.util.spec_from_file_location("make_builds", DEMO / "make_builds.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
 
-make_sqlite = _load_generator()
+make_builds = _load_generator()
 
 
 def _records(name: str) -> list[dict[str, Any]]:
@@ -106,10 +108,10 @@ def test_normalise_equates_what_the_engines_return_differently():
 def test_generated_files_are_up_to_date(tmp_path):
     """Running the generator into tmp gives the committed files' bytes (with the sqlglot version
     they were made with: another may write the same SQL differently)."""
-    if make_sqlite.generated_with(DEMO) != make_sqlite.GENERATOR:
-        pytest.skip(f"the SQLite build was generated with {make_sqlite.generated_with(DEMO)}, this is {make_sqlite.GENERATOR}")
-    files = make_sqlite.generate(DEMO)
-    make_sqlite.write(files, tmp_path)
+    if make_builds.generated_with(DEMO) != make_builds.GENERATOR:
+        pytest.skip(f"the SQLite build was generated with {make_builds.generated_with(DEMO)}, this is {make_builds.GENERATOR}")
+    files = make_builds.generate(DEMO)
+    make_builds.write(files, tmp_path)
     assert sorted(files) == [
         "greenleaf_sqlite.jsonl",
         "setup/greenleaf/sqlite/post_setup.sql",
@@ -117,7 +119,7 @@ def test_generated_files_are_up_to_date(tmp_path):
         "setup/greenleaf/sqlite/setup.sql",
     ]
     for rel in files:
-        assert (tmp_path / rel).read_bytes() == (DEMO / rel).read_bytes(), f"{rel} is stale: run make_sqlite.py"
+        assert (tmp_path / rel).read_bytes() == (DEMO / rel).read_bytes(), f"{rel} is stale: run make_builds.py"
 
 
 def test_sqlite_records_are_the_source_items_in_sqlite():
@@ -137,7 +139,7 @@ def test_sqlite_records_are_the_source_items_in_sqlite():
 def test_every_csv_row_loads_into_sqlite():
     conn = sqlite3.connect(":memory:")
     conn.executescript((SETUP / "sqlite" / "setup.sql").read_text())
-    counts = make_sqlite.load_csvs(conn.execute, SETUP / "data")
+    counts = make_builds.load_csvs(conn.execute, SETUP / "data")
     assert sum(counts.values()) == 599
     for table, count in counts.items():
         assert conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == count
@@ -149,16 +151,16 @@ def test_every_csv_row_loads_into_sqlite():
 
 
 def test_every_sqlite_golden_runs_with_a_non_empty_result():
-    problems = make_sqlite.check(DEMO)
-    if make_sqlite.generated_with(DEMO) != make_sqlite.GENERATOR:  # staleness is the test above's
+    problems = make_builds.check(DEMO)
+    if make_builds.generated_with(DEMO) != make_builds.GENERATOR:  # staleness is the test above's
         problems = [p for p in problems if "stale" not in p]
     assert problems == []
 
 
 def test_an_insert_without_an_id_gets_the_next_id():
     """INTEGER PRIMARY KEY stands in for serial + setval (greenleaf_42's INSERT)."""
-    conn = make_sqlite.sqlite_database(DEMO)
-    make_sqlite.run_sqls(conn, next(r for r in SQLITE_RECORDS if r["instance_id"] == "greenleaf_42")["sol_sql"])
+    conn = make_builds.sqlite_database(DEMO)
+    make_builds.run_sqls(conn, next(r for r in SQLITE_RECORDS if r["instance_id"] == "greenleaf_42")["sol_sql"])
     assert conn.execute("SELECT supplier_id FROM suppliers WHERE supplier_name = 'Fernhollow Farms'").fetchone() == (9,)
 
 
@@ -166,8 +168,8 @@ def test_a_changed_source_golden_stops_the_hand_rewrite(tmp_path):
     """A hand rewrite (OVERRIDES) is tied to the PostgreSQL text it replaces."""
     record = dict(next(r for r in PG_RECORDS if r["instance_id"] == "greenleaf_28"))
     record["sol_sql"] = [record["sol_sql"][0].replace("0.5", "0.9")]
-    with pytest.raises(make_sqlite.GenerationError, match="greenleaf_28 sol_sql"):
-        make_sqlite.sqlite_record(record)
+    with pytest.raises(make_builds.GenerationError, match="greenleaf_28 sol_sql"):
+        make_builds.sqlite_record(record)
 
 
 # --------------------------------------------------------------------------- against PostgreSQL
@@ -190,7 +192,7 @@ def pg_conn() -> Iterator[Any]:
         with psycopg.connect(make_conninfo(url, dbname=name)) as conn:
             for step in ("pre_setup", "setup"):
                 conn.execute((SETUP / "postgres" / f"{step}.sql").read_text())
-            make_sqlite.load_csvs(conn.execute, SETUP / "data", "public.")
+            make_builds.load_csvs(conn.execute, SETUP / "data", "public.")
             conn.execute((SETUP / "postgres" / "post_setup.sql").read_text())
             conn.commit()
             yield conn
@@ -208,7 +210,7 @@ def _pg_run(conn: Any, sqls: list[str]) -> list[tuple[Any, ...]]:
 
 
 def _pg_item(conn: Any, record: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
-    """The PostgreSQL golden results, like make_sqlite.run_item, rolled back afterwards."""
+    """The PostgreSQL golden results, like make_builds.run_item, rolled back afterwards."""
     try:
         _pg_run(conn, record["preprocess_sql"])
         results = {"main": _pg_run(conn, record["sol_sql"])}
@@ -227,7 +229,7 @@ def _fresh_sqlite(template: sqlite3.Connection) -> sqlite3.Connection:
 
 @pytest.fixture(scope="module")
 def sqlite_template() -> sqlite3.Connection:
-    return make_sqlite.sqlite_database(DEMO)
+    return make_builds.sqlite_database(DEMO)
 
 
 def test_tables_hold_the_same_rows_on_both_engines(pg_conn, sqlite_template):
@@ -246,7 +248,7 @@ def test_query_goldens_match_postgres(pg_conn, sqlite_template):
         if pg["category"] != "Query":
             continue
         pg_results = _pg_item(pg_conn, pg)
-        lite_results = make_sqlite.run_item(_fresh_sqlite(sqlite_template), lite)
+        lite_results = make_builds.run_item(_fresh_sqlite(sqlite_template), lite)
         for phase, pg_rows in pg_results.items():
             conditions = (pg["follow_up"] or {}).get("conditions", {}) if phase == "follow_up" else pg["conditions"]
             assert pg_rows and lite_results[phase], f"{pg['instance_id']} {phase}: empty golden result"
@@ -281,7 +283,7 @@ def test_management_goldens_leave_the_same_state(pg_conn, sqlite_template):
         finally:
             pg_conn.rollback()
         conn = _fresh_sqlite(sqlite_template)
-        make_sqlite.run_sqls(conn, lite["sol_sql"])
+        make_builds.run_sqls(conn, lite["sol_sql"])
         lite_state = _sqlite_state(conn)
         assert sorted(pg_state) == sorted(lite_state), pg["instance_id"]
         for name in pg_state:
@@ -307,7 +309,7 @@ def test_noisy_agent_writes_its_wrong_sql_in_the_items_dialect():
     agent = SimulatedAgent(config, SimpleNamespace(query=None, seed=7))
     reply = agent.open_session(SimpleNamespace(item=item, trial=1)).send("q?")
 
-    conn = make_sqlite.sqlite_database(DEMO)
+    conn = make_builds.sqlite_database(DEMO)
     wrong = conn.execute(reply.sql).fetchall()
     assert wrong and sorted(wrong) != sorted(conn.execute(golden).fetchall())
     assert "GROUP_CONCAT" in reply.sql

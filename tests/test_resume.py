@@ -18,6 +18,7 @@ from evalbench.errors import ConfigError
 from evalbench.orchestrator import run
 from evalbench.results import read_journal
 from tests.conftest import DEMO, ROOT
+from tests.helpers import default_sigint
 
 ITEMS = sum(1 for line in (DEMO / "greenleaf.jsonl").read_text(encoding="utf-8").splitlines() if line.strip())
 # Figures that measure time or the machine, not the evaluation.
@@ -51,6 +52,7 @@ def _start(config: Path, run_id: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "evalbench", "run", "--config", str(config), "--run-id", run_id, "--no-progress"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+        preexec_fn=default_sigint,
     )
 
 
