@@ -271,3 +271,16 @@ def test_a_whole_run_on_duckdb(tmp_path: Path) -> None:
     assert manifest["databases"]["duckdb/shop"]["action"] == "created"
     with duckdb.connect(str(tmp_path / "dbs" / "shop.duckdb"), read_only=True) as conn:  # the UPDATE was rolled back
         assert str(conn.execute("SELECT price FROM items WHERE id = 3").fetchone()[0]) == "3.50"
+
+
+@pytest.mark.parametrize("hostile", ["COPY items TO '{out}';", "ATTACH '{out}' AS x;",
+                                     "CREATE TABLE leak AS SELECT * FROM read_text('/etc/passwd');", "INSTALL httpfs;"])
+def test_hostile_setup_sql_cannot_reach_other_files(tmp_path: Path, hostile: str) -> None:
+    """The setup SQL comes with the dataset: it builds its own database and nothing else."""
+    backend = get_backend("duckdb")
+    setup_dir = _setup(tmp_path)
+    out = tmp_path / "elsewhere.csv"
+    (setup_dir / "shop" / "duckdb" / "post_setup.sql").write_text(hostile.format(out=out))
+    with pytest.raises(ProvisioningError, match="post_setup.sql"):
+        backend.provision(_config(tmp_path), find_setup(setup_dir, "shop", "duckdb", backend.setup_dialects()), None)
+    assert not out.exists()

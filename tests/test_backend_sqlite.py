@@ -187,3 +187,17 @@ def test_the_demo_database_builds_from_its_sqlite_setup(tmp_path: Path) -> None:
     config = DatabaseConfig(database_name="greenleaf", dialect="sqlite", database_path=str(tmp_path))
     provisioned = backend.provision(config, find_setup(DEMO_SETUP, "greenleaf", "sqlite", backend.setup_dialects()), None)
     assert provisioned.tables_loaded == 8 and provisioned.rows_loaded == 599
+
+
+@pytest.mark.parametrize("hostile", ["ATTACH DATABASE '{out}' AS x;", "VACUUM INTO '{out}';",
+                                     "SELECT load_extension('{out}');"])
+def test_hostile_setup_sql_cannot_reach_other_files(tmp_path: Path, hostile: str) -> None:
+    """The setup SQL comes with the dataset: it builds its own database and nothing else."""
+    backend = get_backend("sqlite")
+    setup_dir = _setup(tmp_path)
+    out = tmp_path / "elsewhere.db"
+    (setup_dir / "shop" / "sqlite" / "post_setup.sql").write_text(hostile.format(out=out))
+    config = DatabaseConfig(database_name="shop", dialect="sqlite", database_path=str(tmp_path / "dbs"))
+    with pytest.raises(ProvisioningError, match="post_setup.sql"):
+        backend.provision(config, find_setup(setup_dir, "shop", "sqlite", backend.setup_dialects()), None)
+    assert not out.exists() and not (tmp_path / "dbs" / "shop.db").exists()

@@ -109,11 +109,21 @@ def _check_not_in_use(path: Path) -> None:
         # not a database this DuckDB can open: nothing can be using it as one
 
 
+SETUP_CONFIG: dict[str, str | bool] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
+
+
 def build(path: Path, setup: SetupFiles) -> tuple[int, int]:
     """Run the setup SQL and load the CSVs into a new file; errors name the file (and line)."""
     import duckdb
 
-    conn = duckdb.connect(str(path))
+    # the setup SQL comes with the dataset: it may not read or write other files, nor load code
+    conn = duckdb.connect(str(path), config=dict(SETUP_CONFIG))
     try:
         for script in (setup.pre_setup, setup.setup):
             if script:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from evalbench.backends import dbfile
 from evalbench.backends.base import Provisioned
 from evalbench.backends.setup import SetupFiles, value_batches
+from evalbench.backends.sqlite.sandbox import DENIED_FUNCTIONS
 from evalbench.errors import ProvisioningError
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None)
 def build(path: Path, setup: SetupFiles, checksum: str) -> tuple[int, int]:
     """Run the setup SQL and load the CSVs into a new file; errors name the file (and line)."""
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.set_authorizer(_setup_authorizer)  # the setup SQL comes with the dataset: no other file, no code
     try:
         for script in (setup.pre_setup, setup.setup):
             if script:
@@ -90,6 +92,16 @@ def build(path: Path, setup: SetupFiles, checksum: str) -> tuple[int, int]:
     finally:
         conn.close()
     return len(setup.data), rows
+
+
+def _setup_authorizer(action: int, arg1: object, arg2: object, _db: object, _source: object) -> int:
+    """Setup SQL may do anything to its own database, but not open another file (ATTACH, VACUUM
+    INTO) nor load an extension."""
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
 
 
 def _run_script(conn: sqlite3.Connection, path: Path) -> None:

@@ -40,7 +40,7 @@ _PROGRESS_STEPS = 2_000  # virtual machine steps between two looks at the clock
 # what the authorizer refuses in SQL that is not the harness's own
 _DENIED = {sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_PRAGMA, sqlite3.SQLITE_TRANSACTION,
            sqlite3.SQLITE_SAVEPOINT}
-_DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
 
 
 class _Guard:
@@ -55,7 +55,7 @@ class _Guard:
             return sqlite3.SQLITE_OK
         if action in _DENIED:
             return sqlite3.SQLITE_DENY
-        if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
+        if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in DENIED_FUNCTIONS:
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 
