@@ -9,6 +9,7 @@ if it holds more than one command, so a mis-split fails safe.
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Tokenizer, TokenType
@@ -38,6 +39,19 @@ def _tokenizer(dialect: str = "postgres") -> Tokenizer:
 
         tokenizer = tokenizers[dialect] = Dialect.get_or_raise(dialect).tokenizer_class()
     return tokenizer
+
+
+@lru_cache(maxsize=64)
+def sqlglot_dialect(name: str) -> str:
+    """sqlglot's name for an item's dialect: the same name when sqlglot knows it (postgres,
+    sqlite, duckdb, mysql...), else postgres (alloydb, cloudsql: PostgreSQL products)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    try:
+        Dialect.get_or_raise(name)
+    except ValueError:
+        return "postgres"
+    return name
 
 
 def split_statements(sql: str, dialect: str = "postgres") -> list[str]:

@@ -33,6 +33,7 @@ from evalbench.scoring.execution import golden_is_ordered
 from evalbench.scoring.plan import plan_scoring
 from evalbench.scoring.semantics import ResultRules, execute_golden, golden_problem
 from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
+from evalbench.statements import sqlglot_dialect
 
 # A write statement that changes nothing the test cases look at: the "wrong answer" every test
 # case must reject.
@@ -151,7 +152,7 @@ def check_item(item: Item, sandbox: Sandbox | None, rules: ResultRules | None = 
         if snippet and _normal(re.sub(r"\s*;\s*$", "", snippet)) not in golden_text:
             report.add("warning", f"sql_snippet of {ambiguity.term!r} is not in the golden SQL")
     for phase in filter(None, (main_phase(item, 0), follow_up_phase(item, 0))):
-        _check_order(phase, rules, report)
+        _check_order(phase, rules, report, getattr(sandbox, "dialect", None) or sqlglot_dialect(item.dialect))
         if sandbox is not None:
             execute_golden(sandbox, phase, rules)
             _check_results(phase, rules, report)
@@ -163,14 +164,14 @@ def _where(phase: PhaseRecord, index: int) -> str:
     return f"{phase.phase.value} golden SQL" + (f" #{index + 1}" if len(runs) > 1 else "")
 
 
-def _check_order(phase: PhaseRecord, rules: ResultRules, report: ItemReport) -> None:
+def _check_order(phase: PhaseRecord, rules: ResultRules, report: ItemReport, dialect: str) -> None:
     """``order: true`` needs an ORDER BY: BIRD-Interact then compares rows in whatever order the
     plan gives (an error); ours compares such a result unordered (a warning)."""
     if not (phase.is_query and phase.conditions_explicit and phase.conditions.order):
         return
     runs = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
     for index, run in enumerate(runs):
-        if run and not golden_is_ordered(run[-1]):
+        if run and not golden_is_ordered(run[-1], dialect):
             where = f"{phase.phase.value} golden SQL" + (f" #{index + 1}" if len(runs) > 1 else "")
             if rules.bird:
                 report.add("error", f"{where}: conditions.order is true but the query has no ORDER BY "

@@ -281,6 +281,6 @@ def test_hostile_setup_sql_cannot_reach_other_files(tmp_path: Path, hostile: str
     setup_dir = _setup(tmp_path)
     out = tmp_path / "elsewhere.csv"
     (setup_dir / "shop" / "duckdb" / "post_setup.sql").write_text(hostile.format(out=out))
-    with pytest.raises(ProvisioningError, match="post_setup.sql"):
+    with pytest.raises(ProvisioningError, match=r"post_setup\.sql"):
         backend.provision(_config(tmp_path), find_setup(setup_dir, "shop", "duckdb", backend.setup_dialects()), None)
     assert not out.exists()

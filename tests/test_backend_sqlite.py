@@ -198,6 +198,6 @@ def test_hostile_setup_sql_cannot_reach_other_files(tmp_path: Path, hostile: str
     out = tmp_path / "elsewhere.db"
     (setup_dir / "shop" / "sqlite" / "post_setup.sql").write_text(hostile.format(out=out))
     config = DatabaseConfig(database_name="shop", dialect="sqlite", database_path=str(tmp_path / "dbs"))
-    with pytest.raises(ProvisioningError, match="post_setup.sql"):
+    with pytest.raises(ProvisioningError, match=r"post_setup\.sql"):
         backend.provision(config, find_setup(setup_dir, "shop", "sqlite", backend.setup_dialects()), None)
     assert not out.exists() and not (tmp_path / "dbs" / "shop.db").exists()

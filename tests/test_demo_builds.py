@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests import test_demo_sqlite
-from tests.test_demo_sqlite import DEMO, PG_RECORDS, _pg_run, _records, make_builds, rows_of, same_rows
+from tests.test_demo_sqlite import DEMO, PG_RECORDS, _pg_run, _records, assert_same_ambiguities, make_builds, rows_of, same_rows
 
 pg_conn = test_demo_sqlite.pg_conn  # the scratch PostgreSQL database, loaded from the postgres build
 
@@ -122,8 +122,10 @@ def test_records_are_the_source_items_in_the_targets_dialect(target):
     for record in records:
         pg = source[record["instance_id"]]
         assert record["dialect"] == target and record["test_cases"] == []
-        sql_keys = ("sol_sql", "preprocess_sql", "clean_up_sqls", "test_cases", "follow_up", "dialect")
+        sql_keys = ("sol_sql", "preprocess_sql", "clean_up_sqls", "test_cases", "follow_up", "dialect",
+                    "user_query_ambiguity", "knowledge_ambiguity")
         assert {k: v for k, v in record.items() if k not in sql_keys} == {k: v for k, v in pg.items() if k not in sql_keys}
+        assert_same_ambiguities(record, pg)
 
 
 def test_every_csv_row_loads_and_every_golden_runs(engine):

@@ -128,8 +128,10 @@ def test_sqlite_records_are_the_source_items_in_sqlite():
     for pg, lite in zip(PG_RECORDS, SQLITE_RECORDS, strict=True):
         assert lite["dialect"] == "sqlite" and "dialect" not in pg
         assert lite["test_cases"] == []  # psycopg test cases: the item is judged by state_match
-        sql_keys = ("sol_sql", "preprocess_sql", "clean_up_sqls", "test_cases", "follow_up", "dialect")
+        sql_keys = ("sol_sql", "preprocess_sql", "clean_up_sqls", "test_cases", "follow_up", "dialect",
+                    "user_query_ambiguity", "knowledge_ambiguity")
         assert {k: v for k, v in lite.items() if k not in sql_keys} == {k: v for k, v in pg.items() if k not in sql_keys}
+        assert_same_ambiguities(lite, pg)
         for key in ("sol_sql", "preprocess_sql", "clean_up_sqls"):
             assert len(lite[key]) == len(pg[key]), key
         assert bool(lite["follow_up"]) == bool(pg["follow_up"])
@@ -315,3 +317,16 @@ def test_noisy_agent_writes_its_wrong_sql_in_the_items_dialect():
     assert "GROUP_CONCAT" in reply.sql
     with pytest.raises(sqlite3.OperationalError, match="STRING_AGG"):
         conn.execute(mutate(golden, "wrong_filter", "postgres"))
+
+
+def assert_same_ambiguities(record: dict, pg: dict) -> None:
+    """The same ambiguities; a snippet differs from the source only where the new golden quotes
+    it in the target's dialect (datasets/demo/make_builds.py::_translate_snippets)."""
+    def entries(r: dict) -> list[dict]:
+        return [*r["user_query_ambiguity"]["critical_ambiguity"], *r["user_query_ambiguity"]["non_critical_ambiguity"],
+                *r["knowledge_ambiguity"]]
+    golden = " ".join(" ".join(record["sol_sql"]).lower().split())
+    for new, old in zip(entries(record), entries(pg), strict=True):
+        assert {k: v for k, v in new.items() if k != "sql_snippet"} == {k: v for k, v in old.items() if k != "sql_snippet"}
+        if new.get("sql_snippet") != old.get("sql_snippet"):
+            assert " ".join(new["sql_snippet"].lower().split()) in golden, new

@@ -423,10 +423,17 @@ def _fingerprint(sql: str) -> str:
 
 
 def transpile(sql: str, where: str, target: Target) -> str:
-    """One golden SQL text (one or more statements) in ``target``'s SQL; ``where`` names it in errors."""
+    """One golden SQL text (one or more statements) in ``target``'s SQL; ``where`` names it in errors.
+    A text that reads the same in both dialects is kept as it is written, so that the item's
+    ``sql_snippet`` annotations (copied from it) are still found in it."""
     try:
         trees = [t for t in sqlglot.parse(sql, read="postgres") if isinstance(t, exp.Expression)]
-        return ";\n".join(fix_statement(t, target.fixups).sql(dialect=target.name, pretty=True) for t in trees) + ";"
+        as_written = [t.sql(dialect="postgres") for t in trees]
+        fixed = [fix_statement(t.copy(), target.fixups) for t in trees]
+        if [t.sql(dialect=target.name) for t in fixed] == as_written:
+            return sql
+        # one line, as sqlglot writes it: the ambiguity annotations quote fragments of it
+        return ";\n".join(t.sql(dialect=target.name) for t in fixed) + ";"
     except (sqlglot.errors.SqlglotError, GenerationError) as exc:
         raise GenerationError(f"{where}: {exc}") from exc
 
@@ -462,7 +469,40 @@ def target_record(record: dict[str, Any], target: Target) -> dict[str, Any]:
         follow_up["test_cases"] = []
         out["follow_up"] = follow_up
     out["dialect"] = target.name
+    _translate_snippets(out, target)
     return out
+
+
+def _squash(sql: str) -> str:
+    return " ".join(sql.lower().split())
+
+
+def _translate_snippets(record: dict[str, Any], target: Target) -> None:
+    """An ambiguity's ``sql_snippet`` quotes the golden SQL: where the golden was rewritten, the
+    snippet written in the target's dialect when that is what the new golden holds (else kept)."""
+    golden = _squash(" ".join(record.get("sol_sql") or []))
+    ambiguity = dict(record.get("user_query_ambiguity") or {})
+    groups = {key: ambiguity.get(key) or [] for key in ("critical_ambiguity", "non_critical_ambiguity")}
+    groups["knowledge_ambiguity"] = record.get("knowledge_ambiguity") or []
+    for key, entries in groups.items():
+        translated = []
+        for entry in entries:
+            snippet = entry.get("sql_snippet") if isinstance(entry, dict) else None
+            if snippet and _squash(snippet.rstrip("; ")) not in golden:
+                try:
+                    tree = fix_statement(sqlglot.parse_one(snippet, read="postgres"), target.fixups)
+                    candidate = tree.sql(dialect=target.name)
+                except (sqlglot.errors.SqlglotError, GenerationError):
+                    candidate = None
+                if candidate and _squash(candidate) in golden:
+                    entry = {**entry, "sql_snippet": candidate}
+            translated.append(entry)
+        if key == "knowledge_ambiguity":
+            record[key] = translated
+        else:
+            ambiguity[key] = translated
+    if record.get("user_query_ambiguity") is not None:
+        record["user_query_ambiguity"] = ambiguity
 
 
 def sqlite_record(record: dict[str, Any]) -> dict[str, Any]:

@@ -17,11 +17,11 @@ from evalbench.statements import last_statement
 
 
 @lru_cache(maxsize=1024)
-def golden_is_ordered(sql: str) -> bool:
+def golden_is_ordered(sql: str, dialect: str = "postgres") -> bool:
     """Whether the outermost query of ``sql`` has an ORDER BY (EvalBench items carry no
     ``conditions``; there, order matters exactly when the golden SQL sorts)."""
     try:
-        tree = sqlglot.parse_one(last_statement(sql), read="postgres")
+        tree = sqlglot.parse_one(last_statement(sql, dialect), read=dialect)
     except sqlglot.errors.SqlglotError:
         return False
     while isinstance(tree, (exp.Paren, exp.Subquery)) and tree.args.get("order") is None:
@@ -30,11 +30,11 @@ def golden_is_ordered(sql: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def order_keys(sql: str) -> tuple[str | int, ...] | None:
+def order_keys(sql: str, dialect: str = "postgres") -> tuple[str | int, ...] | None:
     """The outermost ORDER BY as output column names (lower case) or 1-based positions; None
     when there is none or a key is an expression not in the output."""
     try:
-        tree = sqlglot.parse_one(last_statement(sql), read="postgres")
+        tree = sqlglot.parse_one(last_statement(sql, dialect), read=dialect)
     except sqlglot.errors.SqlglotError:
         return None
     while isinstance(tree, (exp.Paren, exp.Subquery)) and tree.args.get("order") is None:
@@ -58,9 +58,9 @@ def order_keys(sql: str) -> tuple[str | int, ...] | None:
     return tuple(keys)
 
 
-def tie_key_positions(sql: str, columns: list[str]) -> list[int] | None:
+def tie_key_positions(sql: str, columns: list[str], dialect: str = "postgres") -> list[int] | None:
     """Positions in ``columns`` of the golden query's sort keys (None if any is not found)."""
-    keys = order_keys(sql)
+    keys = order_keys(sql, dialect)
     if not keys:
         return None
     names = [c.lower() for c in columns]
@@ -124,14 +124,15 @@ class ExecMatch:
         return Score(0.0, False, detail=f"{first.reason} [{first.rule}]", flags=flags)
 
     def _evalbench(self, phase: PhaseRecord, runs: list[list[str]]) -> Score:
+        dialect = getattr(phase.sandbox, "dialect", "postgres")  # the SQL's, as the database runs it
         verdicts = []
         for golden, run in zip(phase.golden, runs, strict=False):
             sql = run[-1] if run else ""
-            sorts = golden_is_ordered(sql)
+            sorts = golden_is_ordered(sql, dialect)
             ordered = phase.conditions.order if phase.conditions_explicit else sorts
             undefined = ordered and not sorts  # `order: true` on a query without ORDER BY: no order to check
             ordered = ordered and sorts
-            ties = tie_key_positions(sql, golden.columns) if ordered else None
+            ties = tie_key_positions(sql, golden.columns, dialect) if ordered else None
             verdict = compare(phase.compared or phase.generated, golden, phase.conditions, ordered, ties,
                               self.permute_columns, self.rules.empty_gold)
             if undefined:

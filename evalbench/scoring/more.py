@@ -197,17 +197,17 @@ def _plain(sql: str) -> str:
 
 
 @lru_cache(maxsize=2048)
-def normalise_sql(sql: str, ignore_aliases: bool = False) -> str:
+def normalise_sql(sql: str, ignore_aliases: bool = False, dialect: str = "postgres") -> str:
     """The text ``sql_exact_match`` compares: sqlglot's normalized PostgreSQL rendering, lower
     case, whitespace collapsed, no trailing semicolon. With ``ignore_aliases``, aliases and
     column qualifiers are removed first. Unparsable SQL: only case/whitespace/semicolon."""
     try:
-        trees = [t for t in sqlglot.parse(sql, read="postgres") if t is not None]
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
         if not trees:
             return _plain(sql)
         if ignore_aliases:
             trees = [strip_aliases(t) for t in trees]
-        text = "; ".join(t.sql(dialect="postgres", normalize=True, pretty=False) for t in trees)
+        text = "; ".join(t.sql(dialect=dialect, normalize=True, pretty=False) for t in trees)
     except Exception:  # noqa: BLE001 (sqlglot raises ParseError, TokenError and, on odd input, others)
         return _plain(sql)
     return _plain(text)
@@ -237,10 +237,11 @@ class SqlExactMatch:
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
         if not isinstance(phase.sql, str) or not phase.sql.strip():
             return Score(0.0, False, detail="the agent returned no SQL")
-        generated = normalise_sql(phase.sql, self.ignore_aliases)
+        dialect = getattr(phase.sandbox, "dialect", "postgres")
+        generated = normalise_sql(phase.sql, self.ignore_aliases, dialect)
         goldens = [g for g in phase.golden_sql if isinstance(g, str)]
         for i, golden in enumerate(goldens):
-            if normalise_sql(golden, self.ignore_aliases) == generated:
+            if normalise_sql(golden, self.ignore_aliases, dialect) == generated:
                 return Score(1.0, True, detail=f"equal to golden SQL #{i + 1} after normalisation")
         return Score(0.0, False, detail="differs from every golden SQL after normalisation" if goldens else "no golden SQL")
 

@@ -92,6 +92,7 @@ from evalbench.dataset.knowledge import Knowledge
 from evalbench.errors import ConfigError
 from evalbench.genai_client import generate, make_genai_client, response_text
 from evalbench.sqlclauses import golden_clauses
+from evalbench.statements import sqlglot_dialect
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
 from evalbench.vuser.rules import REFUSAL
@@ -263,7 +264,8 @@ def validate_action(action: VUserAction, conversation: Conversation) -> VUserAct
         if not re.search(r"\w", wanted):
             raise InvalidAction("unlabeled() needs a SQL segment, copied from one clause")
         golden = conversation.phase.golden_sql
-        haystacks = [clause for sql in golden for clause in golden_clauses(sql)] + list(golden)
+        dialect = sqlglot_dialect(conversation.item.dialect)
+        haystacks = [clause for sql in golden for clause in golden_clauses(sql, dialect)] + list(golden)
         if not any(wanted in _norm_sql(h) for h in haystacks):
             raise InvalidAction(f'the segment "{truncate(segment, 80)}" is not part of the correct SQL: copy it from one clause')
         return VUserAction("unlabeled", segment=segment)
@@ -305,7 +307,7 @@ def encode_values(conversation: Conversation, question: str) -> dict[str, str]:
     for n, sql in enumerate(conversation.phase.golden_sql, start=1):
         if len(conversation.phase.golden_sql) > 1:
             clauses.append(f"(correct SQL #{n})")
-        clauses.extend(f"- {clause}" for clause in golden_clauses(sql))
+        clauses.extend(f"- {clause}" for clause in golden_clauses(sql, sqlglot_dialect(conversation.item.dialect)))
     return {"ambiguities": "\n".join(lines) or "(none)", "golden_clauses": "\n".join(clauses), "question": question}
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.sqlclauses import golden_clauses, identifiers
+from evalbench.statements import sqlglot_dialect
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
 
@@ -66,10 +67,11 @@ class RulesVirtualUser:
         if labeled:
             return VUserAction("labeled", terms=labeled)
         golden = conversation.phase.golden_sql[0]
-        for name in identifiers(golden):
+        dialect = sqlglot_dialect(item.dialect)
+        for name in identifiers(golden, dialect):
             variants = {name.lower(), name.lower().replace("_", " ")}
             if any(re.search(rf"\b{re.escape(v)}\b", asked) for v in variants):
-                for clause in golden_clauses(golden):
+                for clause in golden_clauses(golden, dialect):
                     if re.search(rf"\b{re.escape(name.lower())}\b", clause.lower()):
                         return VUserAction("unlabeled", segment=clause)
         return VUserAction("unanswerable")
