@@ -13,7 +13,7 @@ from typing import Any, Literal
 # How an execution failed: the SQL's fault (``sql``), the time budget (``timeout``), a statement
 # kind the mode does not allow (``forbidden``), the database (``connection``), or trusted
 # preprocess SQL (``preprocess``).
-ErrorKind = Literal["sql", "timeout", "forbidden", "connection", "preprocess"]
+ErrorKind = Literal["syntax", "sql", "timeout", "forbidden", "connection", "preprocess"]
 
 
 @dataclass

@@ -25,6 +25,7 @@ from evalbench.backends import get_backend
 from evalbench.backends.base import SandboxLimits
 from evalbench.backends.setup import find_setup
 from evalbench.config import DatabaseConfig
+from tests.test_backend_connectors import ALLOYDB, fake_connector_modules, socket_dir  # noqa: F401  (fixtures)
 
 SETUP = "CREATE TABLE items (id INTEGER PRIMARY KEY, name VARCHAR(40), price NUMERIC(10,2));\n"
 ROWS = "".join(f"{i}, 'item {i}', {i}.50\n" for i in range(1, 21))
@@ -35,12 +36,14 @@ RUNAWAY = {
     "duckdb": "SELECT count(*) FROM range(1000000000000) a, range(1000) b",
     "mysql": "SELECT BENCHMARK(10000000000, MD5('x'))",
 }
+RUNAWAY["alloydb"] = RUNAWAY["postgres"]
 MANY_ROWS = {
     "postgres": "SELECT i FROM generate_series(1, 1000) AS i",
     "sqlite": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) SELECT i FROM n",
     "duckdb": "SELECT i FROM range(1000) t(i)",
     "mysql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) SELECT i FROM n",
 }
+MANY_ROWS["alloydb"] = MANY_ROWS["postgres"]
 # reading or writing the machine's files, loading code, opening other databases
 ESCAPES = {
     "postgres": ["SELECT pg_read_file('/etc/passwd')", "COPY items TO '/tmp/evalbench_attack.csv'",
@@ -52,6 +55,9 @@ ESCAPES = {
     "mysql": ["SELECT * FROM items INTO OUTFILE '/tmp/evalbench_attack.csv'",
               "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE items", "SET GLOBAL max_connections = 1"],
 }
+
+
+ESCAPES["alloydb"] = ESCAPES["postgres"]
 
 
 def _mysql_url() -> str | None:
@@ -69,18 +75,23 @@ def _config(name: str, database: str, tmp_path: Path) -> DatabaseConfig:
         return DatabaseConfig(database_name=database, dialect=name, database_path=str(tmp_path / "dbs"))
     if name == "mysql":
         return DatabaseConfig(database_name=database, dialect="mysql", db_type="mysql", url=_mysql_url())
+    if name == "alloydb":
+        return DatabaseConfig(database_name=database, dialect="postgres", db_type="alloydb", instance=ALLOYDB,
+                              user_name="postgres")
     return DatabaseConfig(database_name=database, dialect="postgres")
 
 
-@pytest.fixture(params=["postgres", "sqlite", "duckdb", "mysql"])
+@pytest.fixture(params=["postgres", "alloydb", "sqlite", "duckdb", "mysql"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
     name = request.param
     if name == "duckdb" and importlib.util.find_spec("duckdb") is None:
         pytest.skip("duckdb is not installed (pip install 'evalbench[duckdb]')")
     if name == "mysql" and (_mysql_url() is None or importlib.util.find_spec("pymysql") is None):
         pytest.skip("no MySQL/MariaDB server answers (EVALBENCH_TEST_MYSQL_URL) or pymysql is not installed")
-    if name == "postgres":
+    if name in ("postgres", "alloydb"):
         request.getfixturevalue("pgdata")
+    if name == "alloydb":  # through Google's connector API, a double that reaches the embedded server
+        request.getfixturevalue("fake_connector_modules")
     backend = get_backend(name)
     database = f"attack_{secrets.token_hex(3)}"
     root = tmp_path / "setup" / database
@@ -89,7 +100,8 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     (root / "data").mkdir()
     (root / "data" / "items.csv").write_text(ROWS)
     config = _config(name, database, tmp_path)
-    provisioned = backend.provision(config, find_setup(tmp_path / "setup", database, name, backend.setup_dialects()), None)
+    dialect = "postgres" if name == "alloydb" else name
+    provisioned = backend.provision(config, find_setup(tmp_path / "setup", database, dialect, backend.setup_dialects()), None)
     sandbox = backend.open_sandbox(config, provisioned, LIMITS, None)
     try:
         yield name, sandbox
@@ -108,12 +120,12 @@ def _drop(name: str, config: DatabaseConfig, database: str) -> None:
         with pymysql.connect(host=parts.hostname, port=parts.port or 3306, user=parts.username or "root",
                              password=parts.password or "", autocommit=True) as conn:
             drop_database(conn, database)  # its mark and its sandbox users too
-    elif name == "postgres":
+    elif name in ("postgres", "alloydb"):
         import psycopg
 
         from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
 
-        target = resolve_target(config, None)
+        target = resolve_target(DatabaseConfig(database_name=database, dialect="postgres"), None)
         with psycopg.connect(libpq_conninfo(target.admin), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
             conn.execute(f'DROP DATABASE IF EXISTS "{database}_evalbench_template" WITH (FORCE)')
@@ -200,3 +212,13 @@ def test_a_state_match_transaction_undoes_every_script(target: tuple[str, Any]) 
         assert changed != start
         assert tx.fingerprint([]) == start
     _unchanged(sandbox, before)
+
+
+def test_errors_are_classified_syntax_or_sql(target: tuple[str, Any]) -> None:
+    """A statement the engine cannot parse is a ``syntax`` error; any other failure of the SQL
+    (an unknown column, a type error) is ``sql``; neither is the database's fault."""
+    _, sandbox = target
+    assert sandbox.execute("SELECT FROM WHERE items").error_kind == "syntax"
+    assert sandbox.execute("SELECT price FROM items WHERE price >").error_kind == "syntax"
+    assert sandbox.execute("SELECT no_such_column FROM items").error_kind == "sql"
+    assert sandbox.execute("SELECT * FROM no_such_table").error_kind == "sql"

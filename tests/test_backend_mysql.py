@@ -158,7 +158,7 @@ def test_reads_return_columns_typed_rows_and_respect_the_row_cap(shop) -> None:
 def test_errors_are_classified(shop) -> None:
     sandbox = shop[4]
     syntax = sandbox.execute("SELECT FROM WHERE")
-    assert syntax.error_kind == "sql" and "syntax" in syntax.error
+    assert syntax.error_kind == "syntax" and "syntax" in syntax.error
     missing = sandbox.execute("SELECT * FROM nope")
     assert missing.error_kind == "sql" and "nope" in missing.error
     started = time.monotonic()

@@ -136,7 +136,7 @@ def test_a_huge_value_is_an_error_not_an_allocation(shop) -> None:
 
 def test_syntax_and_runtime_errors_are_sql_errors(shop) -> None:
     *_, sandbox = shop
-    assert sandbox.execute("SELECT 1 +").error_kind == "sql"
+    assert sandbox.execute("SELECT 1 +").error_kind == "syntax"
     assert sandbox.execute("SELECT nope FROM items").error_kind == "sql"
 
 

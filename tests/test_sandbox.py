@@ -270,7 +270,7 @@ def test_sql_error_gives_server_message(sandbox):
     assert zero.error_kind == "sql"
     assert zero.error == "division by zero"
     syntax = sandbox.execute("SELECT 1 FROM")
-    assert syntax.error_kind == "sql"
+    assert syntax.error_kind == "syntax"
     assert syntax.error == "syntax error at end of input"
     assert sandbox.execute("SELECT 2").rows == [(2,)]
 

@@ -277,7 +277,7 @@ def classify(exc: Exception, timed_out: bool) -> tuple[str, Any]:
         return "canceling statement due to statement timeout", "timeout"
     if isinstance(exc, (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException)):
         return _message(exc), "connection"
-    return _message(exc), "sql"
+    return _message(exc), "syntax" if isinstance(exc, duckdb.ParserException) else "sql"
 
 
 def _begin(cursor: Any, read_only: bool) -> None:

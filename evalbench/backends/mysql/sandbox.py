@@ -328,6 +328,9 @@ def _cut_short(cursor: Any, end: float) -> bool:
         return any(row[1] in _TIMEOUT_CODES for row in warnings.fetchall())
 
 
+_PARSE_ERROR = 1064  # ER_PARSE_ERROR: "You have an error in your SQL syntax"
+
+
 def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
     """(message, error kind) of a pymysql error."""
     code = _code(exc)
@@ -335,7 +338,7 @@ def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
         return "canceling statement due to statement timeout", "timeout"
     if code in _LOST_CODES or isinstance(exc, pymysql.err.InterfaceError):
         return _message(exc), "connection"
-    return _message(exc), "sql"
+    return _message(exc), "syntax" if code == _PARSE_ERROR else "sql"
 
 
 def _end(pooled: _Conn) -> None:

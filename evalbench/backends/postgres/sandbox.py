@@ -210,7 +210,7 @@ class Sandbox:
                 healthy = False
                 result.columns, result.rows = [], []
                 result.error, result.error_kind = self._lost(exc) if conn.closed or isinstance(exc, psycopg.OperationalError) \
-                    else (_message(exc), "sql")
+                    else (_message(exc), _sql_kind(exc))
         finally:
             with self._busy_lock:
                 self._busy.discard(conn)
@@ -252,7 +252,7 @@ class Sandbox:
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError) and conn.closed:
                 raise
-            result.error, result.error_kind = _message(exc), "sql"
+            result.error, result.error_kind = _message(exc), _sql_kind(exc)
             result.columns, result.rows = [], []
         try:
             conn.execute("DISCARD ALL")  # whatever the query changed (even through dynamic SQL) is reset
@@ -326,7 +326,7 @@ class Sandbox:
             except psycopg.Error as exc:
                 if isinstance(exc, psycopg.OperationalError) and conn.closed:
                     raise
-                result.error, result.error_kind = _message(exc), "sql"
+                result.error, result.error_kind = _message(exc), _sql_kind(exc)
                 result.columns, result.rows = [], []
                 return
 
@@ -455,6 +455,11 @@ def _hung_up(conn: psycopg.Connection) -> bool:
         return bool(select.select([conn.fileno()], [], [], 0)[0])
     except (OSError, ValueError, psycopg.Error):
         return True
+
+
+def _sql_kind(exc: BaseException) -> ErrorKind:
+    """``syntax`` for SQLSTATE 42601 (the server could not parse the statement), else ``sql``."""
+    return "syntax" if isinstance(exc, psycopg.errors.SyntaxError) else "sql"
 
 
 def _message(exc: BaseException) -> str:

@@ -212,7 +212,7 @@ class SQLiteSandbox:
             if _interrupted(exc):
                 result.error, result.error_kind = "canceling statement due to statement timeout", "timeout"
             else:
-                result.error, result.error_kind = _message(exc), "sql"
+                result.error, result.error_kind = _message(exc), _sql_kind(exc)
         except (OverflowError, ValueError, MemoryError) as exc:  # a value Python cannot hold
             result.columns, result.rows = [], []
             result.error, result.error_kind = f"{type(exc).__name__}: {exc}", "sql"
@@ -268,6 +268,12 @@ class SQLiteWriteTransaction:
             quoted = '"' + table.replace('"', '""') + '"'
             state[table.lower()] = rows_digest(self.rows(f"SELECT * FROM {quoted}"))
         return state
+
+
+def _sql_kind(exc: sqlite3.Error) -> Any:
+    """``syntax`` when SQLite could not parse the statement, else ``sql`` (a runtime error)."""
+    text = str(exc).lower()
+    return "syntax" if "syntax error" in text or "incomplete input" in text or "unrecognized token" in text else "sql"
 
 
 def _interrupted(exc: sqlite3.Error) -> bool:
