@@ -148,10 +148,7 @@ def load_items(config: RunConfig, strict: bool) -> Items:
     if scan.errors and strict:
         raise DatasetError(f"{len(scan.errors)} invalid record(s) (--strict); first: {scan.errors[0]}", file=str(dataset.path))
     if scan.total == 0:
-        raise DatasetError(
-            f"no items to run for dialects {config.dialects}" + (f" and query_types {config.query_types}" if config.query_types else ""),
-            file=str(dataset.path),
-        )
+        raise DatasetError(dataset.nothing_to_run(), file=str(dataset.path))
     scan, subset = _choose_subset(config, dataset, scan)
     knowledge = load_knowledge(config.knowledge_path)
     _check_knowledge(config, scan.groups, knowledge)

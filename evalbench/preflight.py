@@ -89,11 +89,11 @@ def preflight(config: RunConfig, *, gates: Sequence[tuple[str, Threshold]] = (),
 
     def dataset() -> str:
         nonlocal dataset_format
-        scan = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types).scan()
+        dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
+        scan = dataset.scan()
         dataset_format = scan.format
         if scan.total == 0:  # the run's own message
-            raise DatasetError(f"no items to run for dialects {config.dialects}" + (
-                f" and query_types {config.query_types}" if config.query_types else ""), file=str(config.dataset_config))
+            raise DatasetError(dataset.nothing_to_run(), file=str(config.dataset_config))
         groups.extend(sorted(scan.groups))
         errors = f", {len(scan.errors)} malformed record(s) skipped" if scan.errors else ""
         return f"{scan.total} items on {', '.join(f'{d}/{n}' for d, n in groups)}{errors}"

@@ -622,3 +622,12 @@ def test_bird_interact_record_names_its_dialect(tmp_path):
     items, errors = load_items(DEMO / "greenleaf_sqlite.jsonl", dialects=["sqlite"])
     assert not errors and len(items) == 43 and {i.dialect for i in items} == {"sqlite"}
     assert load_items(DEMO / "greenleaf_sqlite.jsonl", dialects=["postgres"])[0] == []
+
+
+def test_a_run_with_no_item_of_its_dialects_says_which_the_file_has(tmp_path):
+    from evalbench.dataset import Dataset
+
+    demo = Path(__file__).resolve().parents[1] / "datasets" / "demo"
+    message = Dataset(demo / "greenleaf.jsonl", "auto", ["sqlite"]).nothing_to_run()
+    assert message.startswith("no items to run for dialects ['sqlite']") and "dialect(s) postgres" in message
+    assert Dataset(demo / "greenleaf_sqlite.jsonl", "auto", ["postgres"]).dialects_present() == ["sqlite"]

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalbench.dataset.formats import FORMATS, RecordProblem, detect_format
+from evalbench.dataset.formats import FORMATS, RecordProblem, detect_format, normalise_dialect
 from evalbench.dataset.items import Item, RecordError
 from evalbench.dataset.reader import MalformedRecord, iter_json_array, iter_jsonl
 from evalbench.errors import DatasetError
@@ -113,6 +113,32 @@ class Dataset:
                                       message=f"key 'selected_database' / 'database': {problem}")
                     continue
                 yield item
+
+    def dialects_present(self) -> list[str]:
+        """Every dialect the file's records carry (whatever ``dialects`` selects): for the error
+        of a run whose dialects match none of them."""
+        found: set[str] = set()
+        raw_records = iter_jsonl(self.path) if self.path.suffix == ".jsonl" else iter_json_array(self.path)
+        for record in raw_records:
+            if isinstance(record, MalformedRecord) or not isinstance(record.data, dict):
+                continue
+            data = record.data
+            if isinstance(data.get("dialects"), list):  # EvalBench's standard format
+                found.update(normalise_dialect(d) for d in data["dialects"] if isinstance(d, str))
+            elif detect_format(data) == "bird-interact":
+                found.add(normalise_dialect(data["dialect"]) if isinstance(data.get("dialect"), str) else "postgres")
+        return sorted(found)
+
+    def nothing_to_run(self) -> str:
+        """Why a scan found no item: the dialects (and query types) asked, and those the file has."""
+        asked = f"no items to run for dialects {list(self.dialects)}" + (
+            f" and query_types {list(self.query_types)}" if self.query_types else "")
+        present = self.dialects_present()
+        missing = [d for d in present if d not in self.dialects]
+        if present and missing and not any(d in present for d in self.dialects):
+            return f"{asked}: the file's items are of dialect(s) {', '.join(present)} (set dialects, or use a build of " \
+                   "the dataset for the other dialect)"
+        return asked
 
     def _selected(self, item: Item) -> bool:
         return ((self.query_types is None or item.query_type in self.query_types)
