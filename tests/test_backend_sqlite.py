@@ -201,3 +201,31 @@ def test_hostile_setup_sql_cannot_reach_other_files(tmp_path: Path, hostile: str
     with pytest.raises(ProvisioningError, match=r"post_setup\.sql"):
         backend.provision(config, find_setup(setup_dir, "shop", "sqlite", backend.setup_dialects()), None)
     assert not out.exists() and not (tmp_path / "dbs" / "shop.db").exists()
+
+
+def test_reads_beside_rolled_back_writes_never_fail(shop) -> None:
+    """A read that starts while a write transaction is rolled back would find its journal hot
+    ("attempt to write a readonly database" on a read-only connection): reads wait for writes."""
+    *_, sandbox = shop
+    errors: list[str] = []
+    stop = time.monotonic() + 3
+
+    def write() -> None:
+        while time.monotonic() < stop:
+            result = sandbox.execute("UPDATE items SET name = name || 'x'; CREATE VIEW v AS SELECT 1", mode="write")
+            if not result.ok:
+                errors.append(f"write: {result.error}")
+
+    def read() -> None:
+        while time.monotonic() < stop:
+            result = sandbox.execute("SELECT id, name FROM items ORDER BY name")
+            if not result.ok:
+                errors.append(f"read: {result.error}")
+
+    threads = [threading.Thread(target=write), *(threading.Thread(target=read) for _ in range(2))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sandbox.execute("SELECT count(*) FROM items WHERE name LIKE '%x'").rows == [(0,)]

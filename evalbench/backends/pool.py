@@ -47,3 +47,46 @@ class Checkout(Generic[T]):
         while not self._readers.empty():
             items.append(self._readers.get_nowait())
         return [*items, self.writer]
+
+
+class SharedExclusive:
+    """Many readers or one writer (writers first: a waiting writer holds new readers back).
+
+    SQLite in rollback-journal mode lets a read that starts while a write transaction is being
+    rolled back see its journal as hot, which a read-only connection cannot recover: "attempt to
+    write a readonly database". Writes are rare (management tasks, preprocess SQL) and short."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._waiting_writers = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._writing or self._waiting_writers:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting_writers += 1
+            while self._writing or self._readers:
+                self._cond.wait()
+            self._waiting_writers -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()

@@ -31,7 +31,7 @@ from evalbench.backends.base import (
     SandboxLimits,
 )
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
-from evalbench.backends.pool import Checkout
+from evalbench.backends.pool import Checkout, SharedExclusive
 from evalbench.ratelimit import RateLimiter
 from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
@@ -77,6 +77,7 @@ class SQLiteSandbox:
         self.write_lock = threading.RLock()
         self.clones: Any = None
         self._limiter = RateLimiter(limits.executions_per_minute, burst=limits.pool_size) if limits.executions_per_minute else None
+        self._access = SharedExclusive()  # no read while a write transaction is open (see SharedExclusive)
         self._pool: Checkout[tuple[sqlite3.Connection, _Guard]] = Checkout(
             lambda: self._connect(write=False), limits.pool_size, self._connect(write=True))
 
@@ -148,7 +149,7 @@ class SQLiteSandbox:
 
     @contextmanager
     def _checkout(self, write: bool) -> Iterator[tuple[sqlite3.Connection, _Guard]]:
-        with self._pool(write) as pair:
+        with self._access.exclusive() if write else self._access.shared(), self._pool(write) as pair:
             try:
                 yield pair
             finally:
