@@ -229,3 +229,18 @@ def test_reads_beside_rolled_back_writes_never_fail(shop) -> None:
         thread.join()
     assert errors == []
     assert sandbox.execute("SELECT count(*) FROM items WHERE name LIKE '%x'").rows == [(0,)]
+
+
+def test_a_file_locked_by_another_program_is_the_database_s_fault(tmp_path: Path, shop) -> None:
+    """Another process holding the file is a ``connection`` error (db_error, run again on
+    --resume), not the agent's SQL failing."""
+    *_, sandbox = shop
+    other = sqlite3.connect(tmp_path / "dbs" / "shop.db", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        result = sandbox.execute("SELECT count(*) FROM items")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert result.error_kind == "connection", result
+    assert sandbox.execute("SELECT count(*) FROM items").rows == [(3,)]

@@ -271,8 +271,15 @@ class SQLiteWriteTransaction:
         return state
 
 
+# the database's state, not the SQL: another process holds the file, or left a hot journal
+_CONTENTION = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY", "SQLITE_IOERR")
+
+
 def _sql_kind(exc: sqlite3.Error) -> Any:
-    """``syntax`` when SQLite could not parse the statement, else ``sql`` (a runtime error)."""
+    """``syntax`` when SQLite could not parse the statement, ``connection`` when the file was busy
+    or being recovered (a ``db_error`` that ``--resume`` runs again), else ``sql``."""
+    if str(getattr(exc, "sqlite_errorname", "")).startswith(_CONTENTION):
+        return "connection"
     text = str(exc).lower()
     return "syntax" if "syntax error" in text or "incomplete input" in text or "unrecognized token" in text else "sql"
 
