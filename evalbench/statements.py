@@ -12,7 +12,7 @@ import threading
 from functools import lru_cache
 
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Tokenizer, TokenType
+from sqlglot.tokens import Token, Tokenizer, TokenType
 
 # First keywords of statements that only read.
 READ_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "(", "EXPLAIN", "SHOW"})
@@ -54,28 +54,45 @@ def sqlglot_dialect(name: str) -> str:
     return name
 
 
+# Texts up to this size are remembered by (text, dialect): the same golden or agent SQL is split
+# and classified once, however many times a conversation executes, scores and audits it.
+_CACHED_CHARS = 64 * 1024
+
+
 def split_statements(sql: str, dialect: str = "postgres") -> list[str]:
     """The non-empty statements of ``sql`` (in ``dialect``), without their terminating semicolons."""
+    return [text for text, _, _ in classify_statements(sql, dialect)]
+
+
+def classify_statements(sql: str, dialect: str = "postgres") -> tuple[tuple[str, str, bool], ...]:
+    """``(statement, main verb, modifies data)`` of every statement of ``sql``, from one
+    tokenization (see :func:`statement_kind` for the verb)."""
+    return _classified(sql, dialect) if len(sql) <= _CACHED_CHARS else _classify(sql, dialect)
+
+
+@lru_cache(maxsize=4096)
+def _classified(sql: str, dialect: str) -> tuple[tuple[str, str, bool], ...]:
+    return _classify(sql, dialect)
+
+
+def _classify(sql: str, dialect: str) -> tuple[tuple[str, str, bool], ...]:
     try:
         tokens = _tokenizer(dialect).tokenize(sql)
     except TokenError:
         stripped = sql.strip().rstrip(";").strip()
-        return [stripped] if stripped else []
-    statements: list[str] = []
-    start: int | None = None
-    end = 0
+        return ((stripped, *_kind_from_text(stripped)),) if stripped else ()
+    statements: list[tuple[str, str, bool]] = []
+    group: list[Token] = []
     for token in tokens:  # token offsets include quotes and dollar tags
         if token.token_type == TokenType.SEMICOLON:
-            if start is not None:
-                statements.append(sql[start : end + 1].strip())
-            start = None
+            if group:
+                statements.append((sql[group[0].start : group[-1].end + 1].strip(), *_kind(group)))
+            group = []
         else:
-            if start is None:
-                start = token.start
-            end = token.end
-    if start is not None:
-        statements.append(sql[start : end + 1].strip())
-    return statements
+            group.append(token)
+    if group:
+        statements.append((sql[group[0].start : group[-1].end + 1].strip(), *_kind(group)))
+    return tuple(statements)
 
 
 # Objects of the whole server, not of the evaluation database: a change to them (``ALTER ROLE
@@ -96,11 +113,32 @@ def statement_kind(statement: str, dialect: str = "postgres") -> tuple[str, bool
     after the CTE definitions. ``modifies`` is True when a data-modifying keyword appears
     anywhere (a data-modifying CTE); strings and quoted identifiers are not keywords.
     """
+    if len(statement) <= _CACHED_CHARS:
+        return _statement_kind(statement, dialect)
+    return _uncached_kind(statement, dialect)
+
+
+@lru_cache(maxsize=4096)
+def _statement_kind(statement: str, dialect: str) -> tuple[str, bool]:
+    return _uncached_kind(statement, dialect)
+
+
+def _uncached_kind(statement: str, dialect: str) -> tuple[str, bool]:
     try:
         tokens = _tokenizer(dialect).tokenize(statement)
     except TokenError:
-        word = first_keyword(statement)
-        return word, word in {"INSERT", "UPDATE", "DELETE", "MERGE"}
+        return _kind_from_text(statement)
+    return _kind(tokens)
+
+
+def _kind_from_text(statement: str) -> tuple[str, bool]:
+    """The kind of a statement the tokenizer cannot read: from its first word."""
+    word = first_keyword(statement)
+    return word, word in {"INSERT", "UPDATE", "DELETE", "MERGE"}
+
+
+def _kind(tokens: list[Token]) -> tuple[str, bool]:
+    """(main verb, modifies data) from one statement's tokens."""
     if not tokens:
         return "", False
     first = "(" if tokens[0].token_type == TokenType.L_PAREN else tokens[0].text.upper()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from evalbench import deadline
 from evalbench.backends.base import ExecutionResult, Mode
-from evalbench.statements import READ_KEYWORDS, WRITE_KEYWORDS, split_statements, statement_kind
+from evalbench.statements import READ_KEYWORDS, WRITE_KEYWORDS, classify_statements
 
 
 @dataclass
@@ -29,11 +29,11 @@ def admit(sql: str | Sequence[str], mode: Mode, dialect: str, timeout_s: float) 
     unreadable = not_text(texts)
     if unreadable is not None:
         return Admission([], ExecutionResult(error=unreadable, error_kind="sql"))
-    statements = [s for text in texts for s in split_statements(text, dialect)]
+    classified = [c for text in texts for c in classify_statements(text, dialect)]
+    statements = [statement for statement, _, _ in classified]
     result = ExecutionResult(statements=len(statements))
     allowed = READ_KEYWORDS if mode == "read" else WRITE_KEYWORDS
-    for statement in statements:
-        verb, _ = statement_kind(statement, dialect)
+    for _, verb, _ in classified:
         if verb not in allowed:
             result.error = f"{verb or 'this'} statements are not allowed here ({mode}-only execution)"
             result.error_kind = "forbidden"

@@ -113,6 +113,8 @@ def _clip(text: str | None, limit: int | None = MAX_TEXT) -> str | None:
 
 
 def _key(key: Any) -> Any:
+    if type(key) is str and len(key) <= 256 and key.isascii():  # the common key: nothing to clean or cut
+        return key
     if isinstance(key, str):
         return clip_text(key, 1024)
     if key is None or isinstance(key, (bool, int, float)):
@@ -138,7 +140,16 @@ def clean_value(value: Any) -> Any:
 def plain(value: Any, limit: int | None = None) -> Any:
     """A JSON-able copy of ``value``: texts cleaned and cut to ``limit`` bytes, dicts with string
     keys, tuples and sets as lists, enums by value, dataclasses as dicts, anything else as ``str``."""
-    if value is None or isinstance(value, (bool, int)):
+    kind = type(value)  # the exact built-in types first: a journal record is mostly these
+    if kind is str:
+        return clip_text(value, limit)
+    if kind is dict:
+        return {_key(k): plain(v, limit) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [plain(v, limit) for v in value]
+    if value is None or kind is int or kind is bool or kind is float:
+        return value
+    if isinstance(value, (bool, int)):
         return value
     if isinstance(value, str):
         return clip_text(value, limit)
