@@ -79,6 +79,9 @@ def database_path(value: str, db_type: str) -> dict[str, Any]:
         raise ValueError(f"database_path {path!r} names a cloud instance, which needs its connector: set db_type: {kind} "
                          f"(pip install 'evalbench[{kind}]'), or run the {proxy} and write database_path: 127.0.0.1:5432")
     if path.startswith("/"):  # a socket directory goes in the URL's query, where libpq reads it
+        if db_type in ("mysql", "mariadb"):
+            raise ValueError(f"database_path {path!r}: a MySQL server is reached at host or host:port here "
+                             "(write database_path: 127.0.0.1:3306)")
         return {"url": f"postgresql:///postgres?host={quote(path, safe='/')}"}
     host, _, port = path.rpartition(":") if ":" in path else (path, "", "")
     if not host or (port and not port.isdigit()):

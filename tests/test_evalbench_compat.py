@@ -411,6 +411,8 @@ def test_decode_reply_is_taken_out_of_its_tags():
     ("scorers: {executable_sql: null, executable: null}", "EvalBench's name of 'executable'"),
     ("max_turn: 3\nmax_turns: 4", "max_turn is EvalBench's name of max_turns"),
     ("database_configs: [{database_name: d, database_path: 'p:r:i'}]", "names a cloud instance"),
+    ("database_configs: [{database_name: d, db_type: mysql, dialect: mysql, database_path: /run/mysqld}]",
+     "a MySQL server is reached at host or host:port"),
     ("database_configs: [{database_name: d, database_path: 'h:5432', host: h}]", "cannot be combined with host"),
 ])
 def test_refused_keys_say_what_to_use(tmp_path, line, message):
