@@ -58,6 +58,8 @@ def _add_subset_options(parser: argparse.ArgumentParser) -> None:
     subset.add_argument("--item-ids", nargs="+", metavar="ID", help="only these items; @FILE reads ids from FILE, one per line")
     subset.add_argument("--sample", type=int, metavar="N", help="a random sample of N items (seeded by the run seed, stratified by category)")
     subset.add_argument("--limit", type=int, metavar="N", help="only the first N items, in dataset order")
+    subset.add_argument("--shard", metavar="I/N", help="run shard I of N (whole databases per shard, else items by hash); "
+                                                      "evalbench merge joins the shards' run directories")
     subset.add_argument("--trials", type=int, metavar="K",
                         help="run each item K times in independent agent sessions (pass@k, pass^k, consistency)")
 
@@ -139,6 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", metavar="RUN_DIR")
     report.add_argument("--no-html", action="store_true", help="skip report.html")
     _add_gate_options(report)
+
+    merge = commands.add_parser(
+        "merge",
+        help="join the run directories of a run's shards (--shard i/n) into one",
+        description="Write OUT_DIR as the run the shards make together: one journal, one manifest (every shard's "
+        "sessions), every report recomputed. The shards must share the config and the dataset, and be every shard "
+        "of one split.",
+        epilog="example:\n  evalbench merge results/full results/shard-1 results/shard-2",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    merge.add_argument("out_dir", metavar="OUT_DIR")
+    merge.add_argument("shards", nargs="+", metavar="SHARD_DIR")
+    merge.add_argument("--no-html", action="store_true", help="skip report.html")
+    _add_gate_options(merge)
 
     compare = commands.add_parser(
         "compare",
@@ -248,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "merge":
+            return _merge(args)
         if args.command == "compare":
             return _compare(args)
         if args.command == "explain":
@@ -350,7 +368,7 @@ def _subset_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if not ids:
             raise ConfigError("--item-ids: no item id given")
         subset["item_ids"] = ids
-    for key in ("sample", "limit"):
+    for key in ("sample", "limit", "shard"):
         if getattr(args, key) is not None:
             subset[key] = getattr(args, key)
     if subset:
@@ -502,6 +520,16 @@ def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, th
               f"--max-infra-errors is {args.max_infra_errors}", file=sys.stderr)
         return EXIT_INFRA
     return EXIT_GATE if any(not g.passed for g in gates) else EXIT_OK
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evalbench.results.journal.merge import merge_shards
+
+    merge_shards(Path(args.out_dir), [Path(shard) for shard in args.shards])
+    args.run_dir = args.out_dir
+    return _report(args)
 
 
 def _report(args: argparse.Namespace) -> int:

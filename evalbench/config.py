@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BeforeValidator,
     Field,
@@ -311,6 +312,12 @@ def _normalise_dataset_format(value: Any) -> Any:
     return value
 
 
+def _valid_shard(value: str | None) -> str | None:
+    from evalbench.dataset.shard import parse_shard
+
+    return None if value is None else str(parse_shard(value))
+
+
 class SubsetConfig(StrictModel):
     """Which items of the dataset run (after `dialects` and `query_types`). Applied in this order:
     `item_ids`, then `sample`, then `limit`; a subset may change when a run is resumed."""
@@ -318,6 +325,9 @@ class SubsetConfig(StrictModel):
     item_ids: list[str] | None = Field(None, description="only these item ids (any dialect); an unknown id is an error")
     sample: int | None = Field(None, ge=1, description="a seeded random sample of N items (the run seed), stratified by category")
     limit: int | None = Field(None, ge=1, description="the first N items, in dataset order")
+    shard: Annotated[str | None, AfterValidator(_valid_shard)] = Field(
+        None, description="i/n: this run is shard i of n (whole databases per shard, else items by hash), before item_ids, "
+                          "sample and limit; `evalbench merge` joins the shards' run directories")
 
 
 def _default_scorers() -> dict[str, dict[str, Any] | None]:
@@ -374,7 +384,7 @@ class RunConfig(StrictModel):
     seed: int = Field(0, description="run seed; each conversation's seed derives from it and the item id")
     trials: int = Field(1, ge=1, le=1000, validation_alias=AliasChoices("trials", "num_trials"), description="conversations per item, each in an independent agent session "
                         "(pass@k, pass^k and per-item consistency in the summary)")
-    subset: SubsetConfig | None = Field(None, description="run only some items: item_ids, sample, limit (--item-ids, --sample, --limit)")
+    subset: SubsetConfig | None = Field(None, description="run only some items: shard, item_ids, sample, limit (--shard, --item-ids, --sample, --limit)")
     max_turns: int = Field(30, ge=1, validation_alias=AliasChoices("max_turns", "max_turn"),
                            description="hard cap on turns per conversation, all phases together (EvalBench: max_turn)")
     debug_attempts: int = Field(

@@ -445,10 +445,10 @@ def _choose_subset(config: RunConfig, dataset: Dataset, scan: Any) -> tuple[Any,
 
     from evalbench.dataset.subset import Subset, choose
 
-    subset = Subset(config.subset.item_ids, config.subset.sample, config.subset.limit, config.seed)
+    subset = Subset(config.subset.item_ids, config.subset.sample, config.subset.limit, config.seed, config.subset.shard)
     if subset.empty:
         return scan, None
-    chosen = choose(dataset, subset, scan.total, where=str(config.source) if config.source else None)
+    chosen = choose(dataset, subset, scan.total, where=str(config.source) if config.source else None, groups=scan.groups)
     dataset.only = chosen.keys
     return replace(scan, groups=chosen.groups), chosen.describe(subset)
 

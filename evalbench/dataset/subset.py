@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,10 +31,11 @@ class Subset:
     sample: int | None = None
     limit: int | None = None
     seed: int = 0
+    shard: str | None = None  # "i/n" (evalbench.dataset.shard)
 
     @property
     def empty(self) -> bool:
-        return not self.item_ids and self.sample is None and self.limit is None
+        return not self.item_ids and self.sample is None and self.limit is None and self.shard is None
 
 
 @dataclass
@@ -47,14 +48,15 @@ class Chosen:
 
     def describe(self, subset: Subset) -> dict[str, object]:
         return {"item_ids": len(subset.item_ids) if subset.item_ids else None, "sample": subset.sample,
-                "limit": subset.limit, "seed": subset.seed if subset.sample else None,
+                "limit": subset.limit, "seed": subset.seed if subset.sample else None, "shard": subset.shard,
                 "chosen": len(self.keys), "of": self.of}
 
 
-def choose(dataset: Dataset, subset: Subset, total: int, *, where: str | None = None) -> Chosen:
+def choose(dataset: Dataset, subset: Subset, total: int, *, where: str | None = None,
+           groups: Mapping[tuple[str, str], int] | None = None) -> Chosen:
     """The (dialect, id) keys of the items ``subset`` keeps out of the ``total`` the dataset
-    selects. Unknown ``item_ids`` are a :class:`ConfigError` naming them (never a silently
-    smaller run)."""
+    selects (``groups``: its items per (dialect, database), for a shard). Unknown ``item_ids``
+    are a :class:`ConfigError` naming them (never a silently smaller run)."""
     chosen = Chosen(of=total)
     wanted = set(subset.item_ids) if subset.item_ids else None
     if wanted is not None:
@@ -67,6 +69,8 @@ def choose(dataset: Dataset, subset: Subset, total: int, *, where: str | None = 
             shown = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
             raise ConfigError(f"item id(s) not in the dataset (or filtered out by dialects/query_types): {shown}",
                               file=where, key="subset.item_ids (--item-ids)")
+    if subset.shard is not None:  # first: the other choices are made within the shard
+        dataset.only = _shard_keys(dataset, subset.shard, groups or {})
     items: Iterable[Item] = (item for item in dataset.items() if wanted is None or item.id in wanted)
     if subset.sample is not None:
         counts = Counter(item.category for item in dataset.items() if wanted is None or item.id in wanted)
@@ -112,3 +116,15 @@ def _quotas(counts: Counter[str], n: int) -> dict[str, int]:
 def _rank(seed: int, dialect: str, item_id: str) -> int:
     digest = hashlib.blake2b(f"{seed}\0{dialect}\0{item_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
+
+
+def _shard_keys(dataset: Dataset, shard: str, groups: Mapping[tuple[str, str], int]) -> set[Key]:
+    """The keys of the items of ``shard`` (evalbench.dataset.shard)."""
+    from evalbench.dataset.shard import group_assignment, item_shard, parse_shard
+
+    chosen = parse_shard(shard)
+    assignment = group_assignment(groups, chosen.count)
+    if assignment is not None:
+        return {(item.dialect, item.id) for item in dataset.items()
+                if assignment.get((item.dialect, item.database)) == chosen.index}
+    return {(item.dialect, item.id) for item in dataset.items() if item_shard(item.dialect, item.id, chosen.count) == chosen.index}
