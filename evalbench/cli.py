@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --resume: also redo the conversations that ended in agent_error, vuser_error or timeout; "
                           "the agent's URL, headers and timeouts may then differ (recorded per session in manifest.json)")
     _add_subset_options(run)
+    run.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="run as N processes, each a shard of the items, merged into the run directory at the end "
+                          "(default 1; with --resume: continue every shard)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.add_argument("--no-preflight", action="store_true",
                      help="skip the checks made before item 1 (agent, virtual user, databases, output directory: "
@@ -245,6 +248,7 @@ def _add_rescore_parser(commands: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.raw_argv = list(argv) if argv is not None else sys.argv[1:]  # what --workers passes on to its workers
     if args.command is None:
         parser.print_help()
         return EXIT_OK
@@ -338,12 +342,44 @@ def _run(args: argparse.Namespace) -> int:
     code = _preflight(args, config, thresholds)
     if code:
         return code
+    from evalbench.workers import check_workers
+
+    check_workers(args.workers, args.shard)
+    if args.workers > 1:
+        return _run_workers(args, config, thresholds)
     with _sigterm_as_interrupt():
         result = run(config, strict=args.strict, progress=not args.no_progress,
                      resume=Path(args.resume) if args.resume else None, retry_errors=args.retry_errors,
                      agent_down_after=args.agent_down_after)
     print_summary(result.summary, result.run_dir, sys.stdout)
     return _verdict(args, result.summary, result.run_dir, thresholds, cancelled=result.cancelled)
+
+
+def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
+    """``run --workers N``: the shards as processes, merged into the run directory (evalbench.workers)."""
+    from pathlib import Path
+
+    from evalbench.errors import ConfigError
+    from evalbench.report_console import print_summary
+    from evalbench.results.render.reports import regenerate
+    from evalbench.run_manifest import make_run_id
+    from evalbench.workers import run_workers
+
+    if args.resume:
+        run_dir = Path(args.resume)
+    else:
+        run_dir = config.reporting.csv.output_directory / (config.run_id or make_run_id(config))
+        if (run_dir / "conversations.jsonl").exists():
+            raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id "
+                              f"(or continue it with --resume {run_dir} --workers {args.workers})")
+    raw = args.raw_argv
+    with _sigterm_as_interrupt():
+        code = run_workers(raw[raw.index("run") + 1:], run_dir, args.workers, resume=bool(args.resume))
+    if code:
+        return code
+    summary, _ = regenerate(run_dir)
+    print_summary(summary, run_dir, sys.stdout)
+    return _verdict(args, summary, run_dir, thresholds, cancelled=bool(summary.get("cancelled")))
 
 
 def _subset_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,10 +20,14 @@ from evalbench.results.journal.reader import read_journal
 from evalbench.resume import read_manifest
 
 
-def merge_shards(out: Path, shards: list[Path]) -> dict[str, Any]:
-    """Write the merged run directory ``out`` (which must not hold a journal); its manifest."""
+def merge_shards(out: Path, shards: list[Path], *, replace: bool = False) -> dict[str, Any]:
+    """Write the merged run directory ``out`` (which must not hold a journal, unless ``replace``
+    and it was merged before: ``--workers`` merges again after a resume); its manifest."""
     if (out / JOURNAL).exists():
-        raise ConfigError(f"{out} already holds a journal: merge into a new directory")
+        merged_before = (out / "manifest.json").is_file() and "merged_from" in read_manifest(out)
+        if not (replace and merged_before):
+            raise ConfigError(f"{out} already holds a journal: merge into a new directory")
+        (out / JOURNAL).unlink()
     manifests = [read_manifest(shard) for shard in shards]
     _check_same_run(shards, manifests)
     out.mkdir(parents=True, exist_ok=True)
