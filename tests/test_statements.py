@@ -39,8 +39,11 @@ def test_a_text_is_tokenized_once_however_often_it_is_asked() -> None:
 
 def test_a_huge_text_is_not_remembered() -> None:
     statements._classified.cache_clear()
+    statements._statement_kind.cache_clear()
     huge = "SELECT " + " + ".join(["1"] * 40_000)
     assert classify_statements(huge)[0][1] == "SELECT"
     assert statements._classified.cache_info().currsize == 0
-    assert split_statements(huge) == [huge]  # a list of its own each time
-    assert split_statements(huge) is not split_statements(huge)
+    assert split_statements(huge) == [huge]
+    assert statement_kind(huge) == ("SELECT", False)
+    assert statements._classified.cache_info().currsize == 0  # splitting it did not remember it either
+    assert statements._statement_kind.cache_info().currsize == 0

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalbench import deadline
-from evalbench.backends.base import ExecutionResult, Mode
+from evalbench.backends.base import ExecutionResult, Mode, SandboxLimits
+from evalbench.ratelimit import RateLimiter
 from evalbench.statements import READ_KEYWORDS, WRITE_KEYWORDS, classify_statements
 
 
@@ -46,6 +47,26 @@ def admit(sql: str | Sequence[str], mode: Mode, dialect: str, timeout_s: float) 
         result.error, result.error_kind = "the conversation deadline has passed", "timeout"
         return Admission(statements, result)
     return Admission(statements, result, timeout_s if budget is None else budget)
+
+
+def admit_script(texts: Sequence[str], dialect: str) -> Admission:
+    """The statements of a script run inside an open write transaction (``state_match``): only
+    write-mode statement kinds; the transaction's own time budget applies."""
+    classified = [c for text in texts for c in classify_statements(text, dialect)]
+    statements = [statement for statement, _, _ in classified]
+    result = ExecutionResult(statements=len(statements))
+    forbidden = next((verb for _, verb, _ in classified if verb not in WRITE_KEYWORDS), None)
+    if not statements:
+        result.error, result.error_kind = "no SQL statement to run", "sql"
+    elif forbidden is not None:
+        result.error, result.error_kind = f"{forbidden or 'this'} statements are not allowed here", "forbidden"
+    return Admission(statements, result)
+
+
+def rate_limiter(limits: SandboxLimits) -> RateLimiter | None:
+    """The database's executions-per-minute limit (bursts up to the pool size), or None."""
+    per_minute = limits.executions_per_minute
+    return RateLimiter(per_minute, burst=limits.pool_size) if per_minute else None
 
 
 def not_text(texts: Sequence[str]) -> str | None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evalbench.dataset.loader import database_name_problem
 from evalbench.errors import ProvisioningError
@@ -68,6 +69,21 @@ def find_setup(setup_directory: Path | None, database: str, dialect: str,
     if not files.all():
         raise ProvisioningError(f"{root}: no setup SQL for dialect {dialect!r} and no data/*.csv")
     return files
+
+
+def load_csv(conn: Any, path: Path, insert: Callable[[str, list[tuple[int, str]]], int], size: int = 500) -> int:
+    """Every row of ``path`` into the table named like the file, in one transaction of ``conn`` (a
+    connection in autocommit mode, with ``execute``): ``insert(head, batch)`` runs one batch of
+    ``INSERT INTO "<table>" VALUES`` rows and names the offending row when it fails. Rows loaded."""
+    head = f'INSERT INTO "{path.stem}" VALUES '
+    conn.execute("BEGIN")
+    try:
+        count = sum(insert(head, batch) for batch in value_batches(path, size))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return count
 
 
 def value_batches(path: Path, size: int = 500) -> Iterator[list[tuple[int, str]]]:

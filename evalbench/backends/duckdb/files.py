@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalbench.backends import dbfile
 from evalbench.backends.base import Provisioned
-from evalbench.backends.setup import SetupFiles, value_batches
+from evalbench.backends.setup import SetupFiles, load_csv
 from evalbench.errors import ProvisioningError
 from evalbench.statements import split_statements
 
@@ -128,7 +129,7 @@ def build(path: Path, setup: SetupFiles) -> tuple[int, int]:
         for script in (setup.pre_setup, setup.setup):
             if script:
                 run_script(conn, script)
-        rows = sum(_load_csv(conn, data) for data in setup.data)
+        rows = sum(load_csv(conn, data, partial(_insert, conn, data), _INSERT_BATCH) for data in setup.data)
         if setup.post_setup:
             run_script(conn, setup.post_setup)
         conn.execute("CHECKPOINT")
@@ -151,20 +152,6 @@ def run_script(conn: Any, path: Path) -> None:
         except duckdb.Error as exc:
             line = text.count("\n", 0, position) + 1
             raise ProvisioningError(f"{path}:{line}: {str(exc).splitlines()[0]}") from None
-
-
-def _load_csv(conn: Any, path: Path) -> int:
-    head = f'INSERT INTO "{path.stem}" VALUES '
-    count = 0
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        for batch in value_batches(path, _INSERT_BATCH):
-            count += _insert(conn, path, head, batch)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return count
 
 
 def _insert(conn: Any, path: Path, head: str, batch: list[tuple[int, str]]) -> int:

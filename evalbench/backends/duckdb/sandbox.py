@@ -32,12 +32,11 @@ from typing import Any
 
 import duckdb
 
-from evalbench.backends.admission import admit
+from evalbench.backends.admission import admit, rate_limiter
 from evalbench.backends.base import DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.pool import Checkout
 from evalbench.backends.watchdog import Watchdog
-from evalbench.ratelimit import RateLimiter
 from evalbench.statements import split_statements
 
 MEMORY_LIMIT = "2GB"  # of one database (all its connections)
@@ -80,7 +79,7 @@ class DuckDBSandbox:
         self.max_rows = limits.max_rows
         self.write_lock = threading.RLock()
         self.clones: Any = None
-        self._limiter = RateLimiter(limits.executions_per_minute, burst=limits.pool_size) if limits.executions_per_minute else None
+        self._limiter = rate_limiter(limits)
         self._db = connect(path)
         self._checkout: Checkout[Any] = Checkout(self._db.cursor, limits.pool_size, self._db.cursor())
 

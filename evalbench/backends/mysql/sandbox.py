@@ -20,14 +20,13 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 
-from evalbench.backends.admission import admit
+from evalbench.backends.admission import admit, rate_limiter
 from evalbench.backends.base import ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.mysql.provision import Logins
 from evalbench.backends.mysql.target import MySQLTarget, quote
 from evalbench.backends.pool import Checkout
 from evalbench.backends.watchdog import Watchdog
-from evalbench.ratelimit import RateLimiter
 from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
 DDL = frozenset({"CREATE", "ALTER", "DROP", "TRUNCATE", "COMMENT", "RENAME"})
@@ -88,7 +87,7 @@ class MySQLSandbox:
         self.non_transactional = list(non_transactional)
         self.write_lock = threading.RLock()
         self.clones: Any = None
-        self._limiter = RateLimiter(limits.executions_per_minute, burst=limits.pool_size) if limits.executions_per_minute else None
+        self._limiter = rate_limiter(limits)
         self._checkout: Checkout[_Conn] = Checkout(lambda: _Conn(self, write=False), limits.pool_size,
                                                    _Conn(self, write=True))
 

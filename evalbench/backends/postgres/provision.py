@@ -26,6 +26,7 @@ import psycopg
 from psycopg import sql
 
 from evalbench.backends.postgres.clones import make_template, reset_role, template_mark, template_name
+from evalbench.backends.postgres.sandbox import pg_message
 from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget
 from evalbench.backends.setup import SetupFiles, value_batches
 from evalbench.backends.setup import find_setup as _find_setup
@@ -64,7 +65,7 @@ def provision(target: DatabaseTarget, setup: SetupFiles | None) -> ProvisionRepo
     try:
         admin = target.connect_admin(autocommit=True, connect_timeout=15)
     except psycopg.Error as exc:
-        raise ProvisioningError(f"cannot connect to {target.describe()}: {_pg_message(exc)}") from None
+        raise ProvisioningError(f"cannot connect to {target.describe()}: {pg_message(exc)}") from None
     with admin:
         can_create_roles = bool(
             admin.execute("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user").fetchone()[0]  # type: ignore[index]
@@ -123,7 +124,7 @@ def _template(admin: psycopg.Connection, target: DatabaseTarget, checksum: str, 
         return make_template(admin, database, mark)
     except psycopg.Error as exc:
         log.warning("no copy of %s for test cases (%s): they run in one rolled-back transaction instead, "
-                    "so every statement shares one clock", database, _pg_message(exc))
+                    "so every statement shares one clock", database, pg_message(exc))
         return None
 
 
@@ -153,7 +154,7 @@ def _load(target: DatabaseTarget, setup: SetupFiles) -> tuple[int, int]:
     try:
         conn = target.connect(autocommit=True, connect_timeout=15)
     except psycopg.Error as exc:
-        raise ProvisioningError(f"cannot connect to {target.describe()}: {_pg_message(exc)}") from None
+        raise ProvisioningError(f"cannot connect to {target.describe()}: {pg_message(exc)}") from None
     rows = 0
     with conn:
         for path in (setup.pre_setup, setup.setup):
@@ -179,7 +180,7 @@ def _run_file(conn: psycopg.Connection, path: Path) -> None:
         position = getattr(exc.diag, "statement_position", None)
         line = text.count("\n", 0, int(position) - 1) + 1 if position else None
         where = f"{path}:{line}" if line else str(path)
-        raise ProvisioningError(f"{where}: {_pg_message(exc)}") from None
+        raise ProvisioningError(f"{where}: {pg_message(exc)}") from None
 
 
 def _load_csv(conn: psycopg.Connection, path: Path) -> int:
@@ -205,7 +206,7 @@ def _insert(conn: psycopg.Connection, path: Path, table: sql.Identifier, batch: 
             with conn.transaction():
                 conn.execute(head + values)
         except psycopg.Error as exc:
-            raise ProvisioningError(f"{path}:{line}: {_pg_message(exc)}") from None
+            raise ProvisioningError(f"{path}:{line}: {pg_message(exc)}") from None
     raise ProvisioningError(f"{path}: a batch of rows failed to load, but no single row did")
 
 
@@ -303,7 +304,7 @@ def _sandbox_role(target: DatabaseTarget, admin: psycopg.Connection, grants: str
             with target.connect(user=SANDBOX_ROLE, password=password, connect_timeout=15) as conn:
                 unsafe = conn.execute(_UNSAFE).fetchone()[0]  # type: ignore[index]  # verified as it logs in
         except psycopg.Error as exc:
-            error = _pg_message(exc)
+            error = pg_message(exc)
             continue
         if unsafe:  # e.g. someone granted it pg_signal_backend or pg_read_server_files
             raise SandboxError(f"the sandbox role {SANDBOX_ROLE!r} has rights agent SQL must not have (membership of "
@@ -346,7 +347,7 @@ def _revoke_signals(target: DatabaseTarget) -> str | None:
         with target.connect(autocommit=True, connect_timeout=15) as conn:
             conn.execute(_REVOKE_SIGNALS)
     except psycopg.Error as exc:
-        return f"could not revoke pg_cancel_backend/pg_terminate_backend from PUBLIC ({_pg_message(exc)}): " \
+        return f"could not revoke pg_cancel_backend/pg_terminate_backend from PUBLIC ({pg_message(exc)}): " \
                "agent SQL may cancel other conversations' queries"
     return None
 
@@ -402,12 +403,3 @@ BEGIN
   END LOOP;
 END $$;
 """
-
-
-def _pg_message(exc: BaseException) -> str:
-    diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None) if diag is not None else None
-    if primary:
-        return str(primary)
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -26,7 +26,7 @@ from psycopg import sql
 from sqlalchemy.pool import QueuePool
 
 from evalbench import deadline
-from evalbench.backends.admission import admit
+from evalbench.backends.admission import admit, admit_script
 from evalbench.backends.base import DatabaseUnavailable, ErrorKind, ExecutionResult, Mode, PreprocessErrors
 from evalbench.backends.fingerprint import Fingerprint, written_tables
 from evalbench.backends.postgres import state
@@ -34,8 +34,6 @@ from evalbench.backends.postgres.pgtypes import register_loaders
 from evalbench.ratelimit import RateLimiter
 from evalbench.statements import (
     STREAM_KEYWORDS,
-    WRITE_KEYWORDS,
-    split_statements,
     statement_kind,
 )
 
@@ -145,7 +143,7 @@ class Sandbox:
                 yield WriteTransaction(self, conn, sequences, failed.error)
             except psycopg.OperationalError as exc:
                 healthy = isinstance(exc, psycopg.errors.QueryCanceled)
-                raise DatabaseUnavailable(_message(exc)) from exc
+                raise DatabaseUnavailable(pg_message(exc)) from exc
             finally:
                 self._release(fairy, conn, healthy, healthy, sequences)
 
@@ -166,13 +164,13 @@ class Sandbox:
         SQL's (``sql``: it made the server end its session, e.g. ``set_config`` of an idle timeout;
         never run a second time)."""
         if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown, psycopg.errors.CannotConnectNow)):
-            return _message(exc), "connection"
+            return pg_message(exc), "connection"
         try:
             with self.open_connection(connect_timeout=5) as probe:
                 probe.execute("SELECT 1")
         except psycopg.Error:
-            return _message(exc), "connection"
-        return f"the server ended the session during this SQL: {_message(exc)}", "sql"
+            return pg_message(exc), "connection"
+        return f"the server ended the session during this SQL: {pg_message(exc)}", "sql"
 
     def _left_ms(self, end: float | None) -> int:
         """Milliseconds left before ``end`` (or of a whole statement timeout, shortened by the
@@ -188,7 +186,7 @@ class Sandbox:
         try:
             fairy, conn = self._checkout()
         except Exception as exc:  # noqa: BLE001 (pool timeout or connection failure)
-            result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
+            result.error, result.error_kind = f"cannot connect: {pg_message(exc)}", "connection"
             result.elapsed_s = time.perf_counter() - started
             return
         healthy = True
@@ -210,7 +208,7 @@ class Sandbox:
                 healthy = False
                 result.columns, result.rows = [], []
                 result.error, result.error_kind = self._lost(exc) if conn.closed or isinstance(exc, psycopg.OperationalError) \
-                    else (_message(exc), _sql_kind(exc))
+                    else (pg_message(exc), _sql_kind(exc))
         finally:
             with self._busy_lock:
                 self._busy.discard(conn)
@@ -247,12 +245,12 @@ class Sandbox:
                 conn.execute(f"SET statement_timeout = {left}")  # undone by DISCARD ALL
             self._fetch(conn, statement, result)
         except psycopg.errors.QueryCanceled as exc:
-            result.error, result.error_kind = _message(exc), "timeout"
+            result.error, result.error_kind = pg_message(exc), "timeout"
             result.columns, result.rows = [], []
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError) and conn.closed:
                 raise
-            result.error, result.error_kind = _message(exc), _sql_kind(exc)
+            result.error, result.error_kind = pg_message(exc), _sql_kind(exc)
             result.columns, result.rows = [], []
         try:
             conn.execute("DISCARD ALL")  # whatever the query changed (even through dynamic SQL) is reset
@@ -320,13 +318,13 @@ class Sandbox:
                 else:
                     conn.execute(statement, binary=True)  # extended protocol: one command
             except psycopg.errors.QueryCanceled as exc:
-                result.error, result.error_kind = _message(exc), "timeout"
+                result.error, result.error_kind = pg_message(exc), "timeout"
                 result.columns, result.rows = [], []
                 return
             except psycopg.Error as exc:
                 if isinstance(exc, psycopg.OperationalError) and conn.closed:
                     raise
-                result.error, result.error_kind = _message(exc), _sql_kind(exc)
+                result.error, result.error_kind = pg_message(exc), _sql_kind(exc)
                 result.columns, result.rows = [], []
                 return
 
@@ -344,10 +342,10 @@ class Sandbox:
                     raise
                 if errors == "stop":  # undone alone; the texts after it are not run (execute_queries)
                     conn.execute(f"ROLLBACK TO SAVEPOINT evalbench_pre_{index}")
-                    log.debug("preprocess_sql stopped at text %d: %s", index + 1, _message(exc))
+                    log.debug("preprocess_sql stopped at text %d: %s", index + 1, pg_message(exc))
                     return True
                 verb = "timed out" if isinstance(exc, psycopg.errors.QueryCanceled) else "failed"
-                result.error, result.error_kind = f"preprocess_sql {verb}: {_message(exc)}", "preprocess"
+                result.error, result.error_kind = f"preprocess_sql {verb}: {pg_message(exc)}", "preprocess"
                 return False
         return True
 
@@ -398,12 +396,9 @@ class WriteTransaction:
         """Run a script (write-mode statements only) and then ``inspect(self)`` on the state it
         leaves; both are undone (rolled back to a savepoint) before this returns, and the sequences
         are put back. Returns the last statement's result and what ``inspect`` returned."""
-        statements = [s for text in texts for s in split_statements(text)]
-        result = ExecutionResult(statements=len(statements))
-        forbidden = next((verb for verb, _ in map(statement_kind, statements) if verb not in WRITE_KEYWORDS), None)
-        if forbidden is not None or not statements:
-            result.error = f"{forbidden or 'this'} statements are not allowed here" if statements else "no SQL statement to run"
-            result.error_kind = "forbidden" if statements else "sql"
+        admission = admit_script(texts, self.sandbox.dialect)
+        statements, result = admission.statements, admission.result
+        if admission.refused:
             return result, None
         self._savepoints += 1
         name = f"evalbench_run_{self._savepoints}"
@@ -462,7 +457,8 @@ def _sql_kind(exc: BaseException) -> ErrorKind:
     return "syntax" if isinstance(exc, psycopg.errors.SyntaxError) else "sql"
 
 
-def _message(exc: BaseException) -> str:
+def pg_message(exc: BaseException) -> str:
+    """The server's one-line message of a psycopg error."""
     diag = getattr(exc, "diag", None)
     primary = getattr(diag, "message_primary", None) if diag is not None else None
     if primary:

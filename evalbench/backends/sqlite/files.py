@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalbench.backends import dbfile
 from evalbench.backends.base import Provisioned
-from evalbench.backends.setup import SetupFiles, value_batches
+from evalbench.backends.setup import SetupFiles, load_csv
 from evalbench.backends.sqlite.sandbox import DENIED_FUNCTIONS
 from evalbench.errors import ProvisioningError
 
@@ -83,7 +84,7 @@ def build(path: Path, setup: SetupFiles, checksum: str) -> tuple[int, int]:
         for script in (setup.pre_setup, setup.setup):
             if script:
                 _run_script(conn, script)
-        rows = sum(_load_csv(conn, data) for data in setup.data)
+        rows = sum(load_csv(conn, data, partial(_insert, conn, data), _INSERT_BATCH) for data in setup.data)
         if setup.post_setup:
             _run_script(conn, setup.post_setup)
         conn.execute("ANALYZE")
@@ -109,20 +110,6 @@ def _run_script(conn: sqlite3.Connection, path: Path) -> None:
         conn.executescript(path.read_text(encoding="utf-8"))
     except sqlite3.Error as exc:
         raise ProvisioningError(f"{path}: {exc}") from None
-
-
-def _load_csv(conn: sqlite3.Connection, path: Path) -> int:
-    head = f'INSERT INTO "{path.stem}" VALUES '
-    count = 0
-    conn.execute("BEGIN")
-    try:
-        for batch in value_batches(path, _INSERT_BATCH):
-            count += _insert(conn, path, head, batch)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return count
 
 
 def _insert(conn: sqlite3.Connection, path: Path, head: str, batch: list[tuple[int, str]]) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from evalbench import deadline
-from evalbench.backends.admission import admit
+from evalbench.backends.admission import admit, admit_script, rate_limiter
 from evalbench.backends.base import (
     DatabaseUnavailable,
     ExecutionResult,
@@ -32,8 +32,7 @@ from evalbench.backends.base import (
 )
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.pool import Checkout, SharedExclusive
-from evalbench.ratelimit import RateLimiter
-from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
+from evalbench.statements import split_statements
 
 MAX_LENGTH = 16 * 1024 * 1024  # bytes of one string or blob (randomblob(1e9) is refused, not allocated)
 _PROGRESS_STEPS = 2_000  # virtual machine steps between two looks at the clock
@@ -76,7 +75,7 @@ class SQLiteSandbox:
         self.max_rows = limits.max_rows
         self.write_lock = threading.RLock()
         self.clones: Any = None
-        self._limiter = RateLimiter(limits.executions_per_minute, burst=limits.pool_size) if limits.executions_per_minute else None
+        self._limiter = rate_limiter(limits)
         self._access = SharedExclusive()  # no read while a write transaction is open (see SharedExclusive)
         self._pool: Checkout[tuple[sqlite3.Connection, _Guard]] = Checkout(
             lambda: self._connect(write=False), limits.pool_size, self._connect(write=True))
@@ -231,13 +230,9 @@ class SQLiteWriteTransaction:
 
     def run(self, texts: Sequence[str], inspect: Any = None) -> tuple[ExecutionResult, Any]:
         """Run a script (write-mode statements only), then ``inspect(self)``; both undone."""
-        statements = [s for text in texts for s in split_statements(text, "sqlite")]
-        result = ExecutionResult(statements=len(statements))
-        forbidden = next((verb for verb, _ in (statement_kind(s, "sqlite") for s in statements)
-                          if verb not in WRITE_KEYWORDS), None)
-        if forbidden is not None or not statements:
-            result.error = f"{forbidden or 'this'} statements are not allowed here" if statements else "no SQL statement to run"
-            result.error_kind = "forbidden" if statements else "sql"
+        admission = admit_script(texts, "sqlite")
+        statements, result = admission.statements, admission.result
+        if admission.refused:
             return result, None
         self._savepoints += 1
         name = f"evalbench_run_{self._savepoints}"

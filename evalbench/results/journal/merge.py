@@ -49,6 +49,7 @@ def merge_shards(out: Path, shards: list[Path], *, replace: bool = False) -> dic
 
 def _check_same_run(shards: list[Path], manifests: list[dict[str, Any]]) -> None:
     first = manifests[0]
+    split: str | None = None  # the "n" of every shard's "i/n"
     indexes: dict[str, Path] = {}
     for shard, manifest in zip(shards, manifests, strict=True):
         if manifest.get("config_fingerprint") != first.get("config_fingerprint"):
@@ -59,13 +60,13 @@ def _check_same_run(shards: list[Path], manifests: list[dict[str, Any]]) -> None
         if not shard_of:
             raise ConfigError(f"{shard} is not a shard (run with --shard i/n)")
         count = shard_of.split("/")[1]
-        expected = ((first.get("dataset") or {}).get("subset") or {}).get("shard", "").split("/")[-1]
-        if count != expected:
-            raise ConfigError(f"{shard} is shard {shard_of}, {shards[0]} one of {expected}: not shards of one split")
+        split = split or count
+        if count != split:
+            raise ConfigError(f"{shard} is shard {shard_of}, {shards[0]} one of {split}: not shards of one split")
         if shard_of in indexes:
             raise ConfigError(f"{shard} and {indexes[shard_of]} are both shard {shard_of}")
         indexes[shard_of] = shard
-    missing = [f"{i}/{expected}" for i in range(1, int(expected) + 1) if f"{i}/{expected}" not in indexes]
+    missing = [f"{i}/{split}" for i in range(1, int(split or 0) + 1) if f"{i}/{split}" not in indexes]
     if missing:
         raise ConfigError(f"shard(s) {', '.join(missing)} missing: give every shard's run directory")
 
