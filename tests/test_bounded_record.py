@@ -10,12 +10,14 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalbench.conversation import MAX_SQL_BYTES, AgentReply, ReplyKind, ToolCall, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity, Conditions, Item
 from evalbench.results import read_journal
 from evalbench.results.journal.files import JOURNAL
-from evalbench.results.journal.record import CAPS, Caps, bounded_record, clip_text, conversation_record, rows_sha256
+from evalbench.results.journal.record import CAPS, Caps, _canonical, bounded_record, clip_text, conversation_record, rows_sha256
 from evalbench.results.journal.rundir import RunWriter
 from evalbench.results.render.reports import regenerate
 from evalbench.resume import repair_journal
@@ -216,6 +218,22 @@ def test_rows_hash_is_canonical():
     assert digest == hashlib.sha256(line.encode()).hexdigest()
     assert rows_sha256([(Decimal("2.5"),)]) != rows_sha256([("2.5",)])  # types are told apart
     assert rows_sha256([]) == hashlib.sha256(b"").hexdigest()
+
+
+_CELLS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(), st.floats(), st.decimals(), st.dates(), st.datetimes(), st.times(),
+    st.binary(max_size=8), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
+)
+
+
+@given(st.lists(st.tuples(_CELLS, _CELLS, _CELLS), max_size=4))
+def test_rows_hash_fast_path_equals_the_canonical_form(rows):
+    """Rows of plain scalars are encoded in C; the digest is the one of the canonical form."""
+    slow = hashlib.sha256()
+    for row in rows:
+        slow.update(json.dumps([_canonical(v) for v in row], ensure_ascii=True, separators=(",", ":"), sort_keys=True,
+                               allow_nan=False).encode("ascii") + b"\n")
+    assert rows_sha256(rows) == slow.hexdigest()
 
 
 def test_conversation_record_keeps_its_signature(demo_sandbox):

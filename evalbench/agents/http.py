@@ -88,9 +88,15 @@ class DeadlineBackend(httpcore.SyncBackend):
         return _DeadlineStream(super().connect_unix_socket(path, _clamped(timeout, httpcore.ConnectTimeout), socket_options))
 
 
+# One pool per endpoint, shared by every runner: httpx keeps at most 20 idle connections by
+# default, so with more runners than that each call beyond the 20th would connect again.
+POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+
+
 def deadline_transport(**options: Any) -> httpx.HTTPTransport:
-    """An ``httpx.HTTPTransport(**options)`` whose connections honour the conversation deadline."""
-    transport = httpx.HTTPTransport(**options)
+    """An ``httpx.HTTPTransport(**options)`` whose connections honour the conversation deadline
+    (and, unless ``limits`` is given, keep up to 512 connections open for reuse)."""
+    transport = httpx.HTTPTransport(**({"limits": POOL_LIMITS} | options))
     pool = getattr(transport, "_pool", None)
     # httpx does not take a network backend; its connection pool keeps one (httpcore >= 1.0)
     if isinstance(pool, httpcore.ConnectionPool) and hasattr(pool, "_network_backend"):

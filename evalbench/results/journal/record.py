@@ -208,7 +208,7 @@ def bounded(value: Any, limit: int) -> tuple[Any, bool]:
     text, size = known
     if size <= limit:
         kept = plain(value)
-        if _size(kept) <= limit:
+        if kept == value or _size(kept) <= limit:  # equal: the same JSON, whose size is known
             return kept, False
     return clip_text(text, limit, size), True
 
@@ -249,18 +249,39 @@ def _canonical(value: Any) -> Any:
         return [_canonical(v) for v in value]
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$bytes": bytes(value).hex()}
+    return _tagged(value)
+
+
+def _tagged(value: Any) -> Any:
+    """What :func:`_canonical` makes of a scalar JSON has no type for (dates, decimals)."""
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return {f"${type(value).__name__}": value.isoformat()}
     return {f"${type(value).__name__}": str(value)}
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
+# rows of these exact types are encoded in C as they are (a non-finite float raises: the slow path)
+_SCALARS = frozenset({int, str, type(None), bool, float, Decimal, dt.date, dt.datetime, dt.time})
+_ENCODE_SCALARS = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), sort_keys=True, allow_nan=False,
+                                   default=_tagged).encode
+
+
+def _row_text(row: Iterable[Any]) -> str:
+    cells = row if isinstance(row, (tuple, list)) else list(row)
+    if all(type(v) in _SCALARS for v in cells):
+        try:
+            return _ENCODE_SCALARS(cells)
+        except ValueError:  # NaN or an infinity
+            pass
+    return _ENCODE([_canonical(v) for v in cells])
 
 
 def rows_sha256(rows: Iterable[Iterable[Any]]) -> str:
     """sha256 of every row, in order: each row's cells as a compact JSON array (ASCII, keys sorted,
     :func:`_canonical` cells) followed by a newline."""
     digest = hashlib.sha256()
-    encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
     for row in rows:
-        digest.update(encode([_canonical(v) for v in row]).encode("ascii"))
+        digest.update(_row_text(row).encode("ascii"))
         digest.update(b"\n")
     return digest.hexdigest()
 
@@ -346,14 +367,14 @@ def turn_record(turn: Turn, caps: Caps = CAPS) -> dict[str, Any]:
     return {
         "index": turn.index,
         "phase": turn.phase.value,
-        "user_role": turn.user_role,
+        "user_role": _clip(turn.user_role, 1024),
         "user_text": _clip(turn.user_text, caps.text),
         "reply": reply_record(turn.reply, caps),
         "vuser": None
         if vuser is None
         else {
             "action": _clip(str(vuser.action), caps.text) if vuser.action else None,
-            "action_kind": vuser.action.kind if vuser.action else None,
+            "action_kind": _clip(vuser.action.kind, 1024) if vuser.action else None,
             "text": _clip(vuser.text, caps.text),
             "error": _clip(vuser.error, caps.text),
             "audit": plain(vuser.audit, caps.text),
@@ -382,7 +403,7 @@ def phase_record(phase: PhaseRecord, preview_rows: int, caps: Caps = CAPS,
         "answer": clip(phase.answer),
         "golden_sql": [clip(sql) for sql in phase.golden_sql],
         "golden_is_script": phase.golden_is_script,
-        "conditions": plain(phase.conditions.model_dump()),
+        "conditions": plain(phase.conditions.model_dump(), caps.text),
         "generated": execution(phase.generated),
         "golden": [execution(g) for g in phase.golden],
         # the SQL actually compared when it differs from what was written (bird_interact cleans it)
@@ -393,7 +414,7 @@ def phase_record(phase: PhaseRecord, preview_rows: int, caps: Caps = CAPS,
         "scores": {_key(name): plain(dataclasses.asdict(score) | {"flags": list(score.flags)}, caps.text)
                    for name, score in phase.scores.items()},
         # the phase's verdict: its primary scorer's (what success rates, flips and gates use)
-        "primary": phase.primary,
+        "primary": _clip(phase.primary, 1024),
         "passed": phase.passed if phase.primary is not None else None,  # None: no pass/fail scorer applies
     }
 
@@ -433,7 +454,9 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
             usage["prompt"] += turn.reply.usage.prompt
             usage["completion"] += turn.reply.usage.completion
             usage["total"] += turn.reply.usage.total
-    record = {
+    # every text of the record's own fields (item fields, ids...) is cleaned and capped; the
+    # turns and phases are built clean (each of their texts is cut where it is read)
+    record: dict[str, Any] = plain({
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "item_id": item.id,
@@ -456,12 +479,10 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
         "tokens": usage,
         "reward": reward(conv),
         "leaks": sum(1 for t in conv.turns if t.vuser is not None and t.vuser.audit.get("leaks")),
-        "turns": [turn_record(t, caps) for t in conv.turns],
-        "phases": [phase_record(p, preview_rows, caps, hashes) for p in conv.phases],
-    }
-    # every text of the record (item fields, ids, score details...) is cleaned and capped too
-    cleaned: dict[str, Any] = plain(record, caps.text)
-    return cleaned
+    }, caps.text)
+    record["turns"] = [turn_record(t, caps) for t in conv.turns]
+    record["phases"] = [phase_record(p, preview_rows, caps, hashes) for p in conv.phases]
+    return record
 
 
 def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, extra: dict[str, Any] | None = None,
