@@ -34,8 +34,8 @@ test: lint  ## lint, then the tests (all but the slow end-to-end ones), with the
 test-slow: $(VENV)/.installed-dev  ## the slow end-to-end tests (CI runs them after make test)
 	$(BIN)/python -m pytest -m slow
 
-bench: $(VENV)/.installed  ## throughput, latency-efficiency and memory benchmarks
-	$(BIN)/python bench/run_bench.py
+bench: $(VENV)/.installed  ## harness vs floor efficiency, latency efficiency, memory, workers (BENCH_ARGS=--full: full sizes)
+	$(BIN)/python bench/run_bench.py $(BENCH_ARGS)
 
 clean:  ## remove the virtual environment and results
 	rm -rf $(VENV) results bench/out

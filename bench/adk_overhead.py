@@ -39,7 +39,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, like a real server
     disable_nagle_algorithm = True  # or delayed ACKs add ~40 ms per request
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         body = b'{"id": "s1"}' if self.path.endswith("/sessions") else EVENTS
         self.send_response(200)
@@ -74,7 +74,7 @@ def main() -> None:
     # Interleaved rounds so that warm-up and machine noise hit both alike; medians per turn.
     per_round = max(1, args.turns // 10)
     timings: dict[str, list[float]] = {"bare": [], "adapter": []}
-    for name, turn in (("bare", bare_turn), ("adapter", adapter_turn)):
+    for turn in (bare_turn, adapter_turn):
         for _ in range(50):
             turn()
     for _ in range(10):

@@ -1,8 +1,11 @@
-"""Where a run spends its time: the throughput benchmark's run (bench/run_bench.py: the instant
-oracle agent, the rules virtual user, the embedded PostgreSQL) under cProfile, its time split by
-package and the top functions by own time.
+"""Where a run spends its time: a benchmark workload's run (bench/workload.py) under cProfile,
+its time split by package and the top functions by own time.
 
-    python bench/profile_run.py [--n 1000] [--top 15]
+    python bench/profile_run.py [--n 1000] [--top 15] [--workload instant|http]
+
+instant: the in-process oracle agent and the rules virtual user; http: the adk agent and the llm
+virtual user at the fake servers (bench/fakes.py, started here as processes of their own, so
+their CPU is not in the profile). Both on the embedded PostgreSQL.
 
 Each thread is profiled with its own CPU clock (``time.thread_time``), so waiting — for the
 database, a lock, a queue — counts for nothing: the shares are of CPU. cProfile slows every
@@ -13,7 +16,9 @@ measured without the profiler, in the same process, first.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
+import os
 import pstats
 import sys
 import tempfile
@@ -24,12 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run_bench import write_config, write_dataset, write_setup
+import fakes
+from workload import write_config, write_dataset, write_setup
 
 from evalbench.config import load_run_config
 from evalbench.orchestrator import run
 
-GROUPS = ("sqlglot", "psycopg", "sqlalchemy", "pydantic", "json", "threading", "queue", "evalbench/results",
+GROUPS = ("sqlglot", "psycopg", "sqlalchemy", "pydantic", "google/genai", "httpx", "httpcore", "h11", "ssl", "json", "threading",
+          "queue", "evalbench/results",
           "evalbench/scoring", "evalbench/backends", "evalbench/vuser", "evalbench/agents", "evalbench")
 
 
@@ -59,12 +66,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1000, help="conversations")
     parser.add_argument("--top", type=int, default=15, help="functions listed by own time")
+    parser.add_argument("--workload", choices=["instant", "http"], default="instant")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="evalbench-profile-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="evalbench-profile-") as tmp, contextlib.ExitStack() as stack:
         root = Path(tmp)
         dataset = root / "items.jsonl"
         write_dataset(dataset, args.n, single_turn=False)
-        config = write_config(root, dataset, write_setup(root), latency=0.0, concurrency=8, in_flight=64)
+        urls = {}
+        if args.workload == "http":
+            os.environ.setdefault("GEMINI_API_KEY", "fake")
+            for kind in ("adk", "gemini"):
+                server = fakes.start(kind, dataset if kind == "adk" else None)
+                stack.callback(server.stop)
+                urls[f"{kind}_url"] = server.url
+        config = write_config(root, dataset, write_setup(root), concurrency=8, in_flight=64, workload=args.workload, **urls)
         run(load_run_config(config, run_id="warm"), progress=False)  # provisioning, imports, caches
         started = time.perf_counter()
         run(load_run_config(config, run_id="plain"), progress=False)

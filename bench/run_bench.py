@@ -1,182 +1,133 @@
-"""Benchmarks of the real pipeline (embedded PostgreSQL, stage pools, journal, reports).
+"""Benchmarks of the real pipeline, each figure against what the same machine can do.
 
-    python bench/run_bench.py                       # all three, default sizes
-    python bench/run_bench.py throughput --n 1000 10000 100000
-    python bench/run_bench.py latency --latency 0.1 --concurrency 8 32
-    python bench/run_bench.py memory --n 1000 100000
+    python bench/run_bench.py                       # everything at the default sizes (a few minutes)
+    python bench/run_bench.py --full                # full sizes: 10,000 / 2,580 items, 100k memory, 25 s latency runs
+    python bench/run_bench.py efficiency --workload http --n 2580 --reps 5
+    python bench/run_bench.py latency --latency 0.2 --concurrency 8 32 128
+    python bench/run_bench.py memory --n 1000 10000 100000
+    python bench/run_bench.py workers --n 4000
 
-throughput: conversations/s end to end with an instant simulated agent (the oracle), on a
-    synthetic dataset where a third of the items are ambiguous (one clarification round) and a
-    fifth have a follow-up; the figure includes provisioning, journal and reports.
+efficiency: harness conversations/s against the floor — the same SQL executed by a plain psycopg
+    loop and the same HTTP round trips to the same fakes, at the same concurrency, without the
+    harness — for the instant workload (in-process oracle agent, rules virtual user) and the http
+    workload (ADK agent and llm virtual user at fake servers); median and min–max of R interleaved
+    repetitions, efficiency = ratio of the medians.
 latency:    an agent that takes L seconds per turn, C generate runners, single-turn items:
-    the ideal is C/L conversations/s; prints the achieved fraction.
-memory:     peak RSS of the whole run process at each N (each run in its own process).
+    achieved ÷ ideal (C/L) conversations/s, idle and with another process spinning.
+memory:     peak RSS of the run process at each N, and its ratio to the first.
+workers:    `evalbench run --workers 1` against `--workers 2`, whole command, and the speed-up.
 
-Every run happens in a child process so its peak RSS is its own. No timing asserts anywhere:
-these are measurements to read, and bench/README.md records what they printed.
+The machine is described first. Every run happens in a child process; no timing is asserted
+anywhere: these are measurements to read, and bench/README.md records what they printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-ROWS = 200
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import efficiency
+import machine
+import scaling
+from spread import Spread
+from workload import write_config, write_dataset, write_setup
 
-def write_setup(root: Path) -> Path:
-    """A tiny database `benchdb` with one table of ROWS rows."""
-    setup = root / "setup"
-    (setup / "benchdb" / "postgres").mkdir(parents=True)
-    (setup / "benchdb" / "data").mkdir(parents=True)
-    (setup / "benchdb" / "postgres" / "setup.sql").write_text(
-        "CREATE TABLE readings (id integer PRIMARY KEY, station text, value numeric(8,2), taken date);\n"
-    )
-    with (setup / "benchdb" / "data" / "readings.csv").open("w") as handle:
-        for i in range(ROWS):
-            handle.write(f"{i},'station_{i % 7}',{(i * 37) % 1000 / 10:.2f},'2025-01-{1 + i % 28:02d}'\n")
-    return setup
+__all__ = ["write_config", "write_dataset", "write_setup"]  # bench/profile_run.py and older scripts import these here
+
+DEFAULTS = {"instant": 1000, "http": 500, "workers": 3000, "memory": [1000, 10000], "latency_s": 10.0}
+FULL = {"instant": 10000, "http": 2580, "workers": 10000, "memory": [1000, 10000, 100000], "latency_s": 25.0}
 
 
-def write_dataset(path: Path, n: int, *, single_turn: bool) -> None:
-    """N BIRD-Interact items; golden SQL varies per item so nothing is cached across items."""
-    with path.open("w") as handle:
-        for i in range(n):
-            station = f"station_{i % 7}"
-            sql = f"SELECT id, value FROM readings WHERE station = '{station}' AND id > {i % 150} ORDER BY id"
-            item = {
-                "instance_id": f"bench_{i}",
-                "selected_database": "benchdb",
-                "query": f"List id and value of readings from {station} with id above {i % 150}, by id.",
-                "amb_user_query": f"List readings from the station with id above {i % 150}.",
-                "user_query_ambiguity": {"critical_ambiguity": [], "non_critical_ambiguity": []},
-                "knowledge_ambiguity": [],
-                "sol_sql": [sql],
-                "conditions": {"decimal": 2, "distinct": False, "order": True},
-                "category": "Query",
-                "difficulty_tier": "Simple",
-            }
-            if not single_turn and i % 3 == 0:
-                item["user_query_ambiguity"]["critical_ambiguity"] = [
-                    {"term": "the station", "sql_snippet": f"station = '{station}'", "is_mask": True, "type": "semantic_ambiguity"}
-                ]
-            if not single_turn and i % 5 == 0:
-                item["follow_up"] = {"query": "Now only the count.", "sol_sql": [f"SELECT count(*) FROM readings WHERE station = '{station}'"],
-                                     "conditions": {"decimal": -1, "distinct": False, "order": False}, "category": "Query"}
-            handle.write(json.dumps(item) + "\n")
+def section_efficiency(args: argparse.Namespace, sizes: dict[str, Any], pgdata: Path, out: dict[str, Any]) -> None:
+    print(f"\nharness efficiency (median of {args.reps}, min–max; efficiency = harness ÷ floor, medians)")
+    print(efficiency.HEADER)
+    results = []
+    for workload in args.workload:
+        n = args.n[0] if args.n else sizes[workload]
+        result = efficiency.measure(workload, n, args.reps, pgdata)
+        print(efficiency.row(result), flush=True)
+        results.append(result)
+    for result in results:
+        print(efficiency.work_line(result))
+    for result in results:
+        print(efficiency.cpu_line(result))
+    out["efficiency"] = results
 
 
-def write_config(root: Path, dataset: Path, setup: Path, *, latency: float, concurrency: int, in_flight: int) -> Path:
-    config = root / "bench.yaml"
-    config.write_text(
-        f"""dataset_config: {dataset}
-setup_directory: {setup}
-model_config: {{agent: simulated:oracle, latency_s: {latency}}}
-vuser_model_config: rules
-scorers: {{exec_match: {{}}, executable: {{}}, turn_count: {{}}}}
-runners: {{promptgen_runners: 1, sqlgen_runners: {concurrency}, vuser_runners: 2, sqlexec_runners: 4, scoring_runners: 1}}
-max_in_flight: {in_flight}
-seed: 1
-reporting: {{csv: {{output_directory: {root / 'results'}}}}}
-"""
-    )
-    return config
+def section_latency(args: argparse.Namespace, sizes: dict[str, Any], pgdata: Path, out: dict[str, Any]) -> None:
+    print(f"\nlatency efficiency (agent latency L = {args.latency} s per turn, single-turn items; achieved ÷ C/L)")
+    print(f"{'C':>5} {'N':>6} {'ideal conv/s':>13} {'idle':>8} {'other core busy':>16}")
+    rows = scaling.latency(pgdata, latency_s=args.latency, concurrencies=args.concurrency, seconds=sizes["latency_s"], busy=True)
+    for r in rows:
+        print(f"{r['c']:>5} {r['n']:>6} {r['ideal']:>13.0f} {r['idle']:>8.1%} {r['busy']:>16.1%}", flush=True)
+    out["latency"] = rows
 
 
-CHILD = """
-import json, resource, sys, time
-from evalbench.config import load_run_config
-from evalbench.orchestrator import run
-t = time.perf_counter()
-result = run(load_run_config(sys.argv[1]), progress=False)
-elapsed = time.perf_counter() - t
-s = result.summary
-print(json.dumps({"elapsed_s": elapsed, "conversations": s["total_items"], "agent_calls": s["conversation"]["agent_calls"],
-                  "outcomes": s["outcomes"], "rate": s["scorers"]["exec_match"]["main"]["rate"],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
+def section_memory(args: argparse.Namespace, sizes: dict[str, Any], pgdata: Path, out: dict[str, Any]) -> None:
+    print("\npeak memory (RSS of the run process, instant workload)")
+    rows = scaling.memory(pgdata, args.n or sizes["memory"])
+    for r in rows:
+        print(f"{r['n']:>8} conversations: {r['peak_rss_mb']:5.0f} MB ({r['ratio']:.2f}x the first)", flush=True)
+    out["memory"] = rows
 
 
-def run_child(config: Path, pgdata: Path) -> dict:
-    """One run in a fresh process; ``wall_s`` counts from process start (imports, starting the
-    embedded server, provisioning) to exit."""
-    env = dict(os.environ, EVALBENCH_PGDATA=str(pgdata))
-    started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, str(config)], capture_output=True, text=True, env=env, check=False)
-    wall = time.perf_counter() - started
-    if out.returncode != 0:
-        raise SystemExit(f"benchmark run failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1]) | {"wall_s": wall}
+def section_workers(args: argparse.Namespace, sizes: dict[str, Any], pgdata: Path, out: dict[str, Any]) -> None:
+    n = args.n[0] if args.n else sizes["workers"]
+    print(f"\nworkers (instant workload, {n} items, `evalbench run --workers N`, whole command; median of {args.reps}, min–max)")
+    r = scaling.workers(pgdata, n, args.reps)
+    print(f"  --workers 1: {r['workers_1'].show():>16} conv/s")
+    print(f"  --workers 2: {r['workers_2'].show():>16} conv/s   speed-up {r['speedup']:.2f}x", flush=True)
+    out["workers"] = r
 
 
-def one_run(n: int, *, latency: float = 0.0, concurrency: int = 8, in_flight: int = 64, single_turn: bool = False,
-            pgdata: Path) -> dict:
-    with tempfile.TemporaryDirectory(prefix="evalbench-bench-") as tmp:
-        root = Path(tmp)
-        setup = write_setup(root)
-        dataset = root / "items.jsonl"
-        write_dataset(dataset, n, single_turn=single_turn)
-        config = write_config(root, dataset, setup, latency=latency, concurrency=concurrency, in_flight=in_flight)
-        return run_child(config, pgdata)
+SECTIONS = {"efficiency": section_efficiency, "latency": section_latency, "memory": section_memory, "workers": section_workers}
 
 
-def bench_throughput(sizes: list[int], pgdata: Path) -> None:
-    print("throughput (instant oracle agent, rules vuser, 1/3 ambiguous, 1/5 follow-ups)")
-    print("  run: evalbench.run() alone; process: whole `python` process incl. imports and server start")
-    print(f"{'N':>8} {'run s':>7} {'conv/s':>7} {'process s':>10} {'conv/s':>7} {'agent calls':>12} {'peak RSS MB':>12}")
-    for n in sizes:
-        r = one_run(n, pgdata=pgdata)
-        assert r["rate"] == 1.0, r  # the oracle must stay correct while fast
-        print(f"{n:>8} {r['elapsed_s']:>7.2f} {n / r['elapsed_s']:>7.0f} {r['wall_s']:>10.2f} {n / r['wall_s']:>7.0f} "
-              f"{r['agent_calls']:>12} {r['peak_rss_mb']:>12.0f}")
+def _plain(value: Any) -> Any:
+    if isinstance(value, Spread):
+        return value.as_dict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
-def bench_latency(n: int | None, latency: float, concurrencies: list[int], pgdata: Path) -> None:
-    print(f"latency efficiency (agent latency L={latency}s, single-turn items; run time includes start-up)")
-    print(f"{'C':>5} {'N':>7} {'ideal conv/s':>13} {'achieved':>9} {'fraction':>9}")
-    for c in concurrencies:
-        count = n or int(25 * c / latency)  # about 25 s of ideal work, so start-up is amortised
-        r = one_run(count, latency=latency, concurrency=c, in_flight=max(64, 2 * c), single_turn=True, pgdata=pgdata)
-        ideal = c / latency
-        achieved = count / r["elapsed_s"]
-        print(f"{c:>5} {count:>7} {ideal:>13.1f} {achieved:>9.1f} {achieved / ideal:>9.1%}")
-
-
-def bench_memory(sizes: list[int], pgdata: Path) -> None:
-    print("peak memory (RSS of the run process)")
-    base = None
-    for n in sizes:
-        r = one_run(n, pgdata=pgdata)
-        base = base or r["peak_rss_mb"]
-        print(f"{n:>8} conversations: {r['peak_rss_mb']:.0f} MB ({r['peak_rss_mb'] / base:.2f}x the first)")
-
-
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", nargs="?", choices=["all", "throughput", "latency", "memory"], default="all")
-    parser.add_argument("--n", type=int, nargs="+", help="item counts")
-    parser.add_argument("--latency", type=float, default=0.1, help="agent latency L in seconds (latency bench)")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32], help="generate runners C (latency bench)")
-    args = parser.parse_args()
+    parser.add_argument("which", nargs="?", choices=["all", *SECTIONS], default="all")
+    parser.add_argument("--n", type=int, nargs="+", help="item counts (memory: several; otherwise the first)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of efficiency and workers (default 3)")
+    parser.add_argument("--workload", nargs="+", choices=["instant", "http"], default=["instant", "http"], help="efficiency workloads")
+    parser.add_argument("--latency", type=float, default=0.2, help="agent latency L in seconds (latency)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 128], help="generate runners C (latency)")
+    parser.add_argument("--full", action="store_true", help="full sizes (about 15 minutes)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    sizes = FULL if args.full else DEFAULTS
+    out: dict[str, Any] = {"machine": machine.describe(), "date": time.strftime("%Y-%m-%d %H:%M")}
+    print("\n".join(out["machine"]))
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="evalbench-bench-pg-") as pg:
         pgdata = Path(pg) / "pgdata"
-        started = time.perf_counter()
-        one_run(10, pgdata=pgdata)  # warm-up: initdb of the embedded server happens once per machine
-        if args.which in ("all", "throughput"):
-            bench_throughput(args.n or [1000, 10000], pgdata)
-        if args.which in ("all", "latency"):
-            bench_latency(args.n[0] if args.n else None, args.latency, args.concurrency, pgdata)
-        if args.which in ("all", "memory"):
-            bench_memory(args.n or [1000, 100000], pgdata)
-        print(f"(benchmarks took {time.perf_counter() - started:.0f} s; {os.cpu_count()} cores; "
-              f"max RSS of this driver {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
+        scaling.one_run(10, pgdata)  # warm-up: initdb of the embedded server, once per data directory
+        for name, section in SECTIONS.items():
+            if args.which in ("all", name):
+                section(args, sizes, pgdata, out)
+    print(f"\n(benchmarks took {time.perf_counter() - started:.0f} s)")
+    if args.json:
+        args.json.write_text(json.dumps(_plain(out), indent=1))
 
 
 if __name__ == "__main__":
