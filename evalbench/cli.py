@@ -103,10 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --resume: also redo the conversations that ended in agent_error, vuser_error or timeout; "
                           "the agent's URL, headers and timeouts may then differ (recorded per session in manifest.json)")
     _add_subset_options(run)
-    run.add_argument("--workers", type=int, default=1, metavar="N",
+    run.add_argument("--workers", type=int, metavar="N",
                      help="run as N processes, each a shard of the items, merged into the run directory at the end "
-                          "(default 1; with --resume: continue every shard)")
+                          "(default: one per core, at most one per 250 conversations; with --executor ray: one per CPU of the "
+                          "cluster; with --resume: as many as the run had, each shard continued)")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="where the shards of --workers run: processes on this machine (default), or Ray tasks on a "
+                          "Ray cluster (pip install 'evalbench[ray]'; see docs/scaling.md)")
+    run.add_argument("--ray-address", metavar="ADDR",
+                     help="with --executor ray: the cluster to connect to, e.g. auto (this node is in it) or HEAD_IP:6379 "
+                          "(default: RAY_ADDRESS, else a local Ray on this machine's CPUs)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    # a worker of --workers: the journal, manifest and scores_native.csv only (its parent builds the reports)
+    run.add_argument("--journal-only", action="store_true", help=argparse.SUPPRESS)
     run.add_argument("--no-preflight", action="store_true",
                      help="skip the checks made before item 1 (agent, virtual user, databases, output directory: "
                           "see evalbench check); gate metric names are still checked")
@@ -331,6 +340,7 @@ def _run(args: argparse.Namespace) -> int:
     from evalbench.orchestrator import run
     from evalbench.report_console import print_summary
 
+    _check_executor(args)
     overrides = _overrides(args.set)
     if args.run_id:
         overrides["run_id"] = args.run_id
@@ -342,42 +352,63 @@ def _run(args: argparse.Namespace) -> int:
     code = _preflight(args, config, thresholds)
     if code:
         return code
-    from evalbench.workers import check_workers
+    from evalbench.workers import auto_workers, check_file_databases, check_workers
 
-    check_workers(args.workers, args.shard)
-    if args.workers > 1:
+    if args.workers is None and args.executor == "local":
+        args.workers = auto_workers(config, args.shard, Path(args.resume) if args.resume else None)
+    check_workers(1 if args.workers is None else args.workers, args.shard)
+    if not args.resume:
+        check_file_databases(config, args.workers or 1)
+    if args.executor == "ray" or (args.workers or 1) > 1:
         return _run_workers(args, config, thresholds)
     with _sigterm_as_interrupt():
         result = run(config, strict=args.strict, progress=not args.no_progress,
                      resume=Path(args.resume) if args.resume else None, retry_errors=args.retry_errors,
-                     agent_down_after=args.agent_down_after)
+                     agent_down_after=args.agent_down_after, reports=not args.journal_only)
     print_summary(result.summary, result.run_dir, sys.stdout)
     return _verdict(args, result.summary, result.run_dir, thresholds, cancelled=result.cancelled)
 
 
+def _check_executor(args: argparse.Namespace) -> None:
+    from evalbench.errors import ConfigError
+
+    if args.ray_address and args.executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
+    if args.executor == "ray" and args.shard:
+        raise ConfigError("--executor ray and --shard: Ray runs every shard of the run; --shard is one shard of a split")
+
+
 def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
-    """``run --workers N``: the shards as processes, merged into the run directory (evalbench.workers)."""
+    """``run --workers N``: the shards as processes, merged into the run directory (evalbench.workers),
+    or as Ray tasks (``--executor ray``, evalbench.ray_executor)."""
     from pathlib import Path
 
     from evalbench.errors import ConfigError
     from evalbench.report_console import print_summary
-    from evalbench.results.render.reports import regenerate
     from evalbench.run_manifest import make_run_id
     from evalbench.workers import run_workers
 
+    how = "--executor ray" if args.executor == "ray" else f"--workers {args.workers}"
     if args.resume:
         run_dir = Path(args.resume)
     else:
         run_dir = config.reporting.csv.output_directory / (config.run_id or make_run_id(config))
         if (run_dir / "conversations.jsonl").exists():
             raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id "
-                              f"(or continue it with --resume {run_dir} --workers {args.workers})")
+                              f"(or continue it with --resume {run_dir} {how})")
     raw = args.raw_argv
+    argv = raw[raw.index("run") + 1:]
     with _sigterm_as_interrupt():
-        code = run_workers(raw[raw.index("run") + 1:], run_dir, args.workers, resume=bool(args.resume))
-    if code:
+        if args.executor == "ray":
+            from evalbench.ray_executor import run_ray
+            from evalbench.workers import shard_cap
+
+            code, summary = run_ray(argv, run_dir, shards=args.workers, address=args.ray_address, resume=bool(args.resume),
+                                    retry_errors=args.retry_errors, max_shards=None if args.resume else shard_cap(config))
+        else:
+            code, summary = run_workers(argv, run_dir, args.workers, resume=bool(args.resume), progress=not args.no_progress)
+    if summary is None:
         return code
-    summary, _ = regenerate(run_dir)
     print_summary(summary, run_dir, sys.stdout)
     return _verdict(args, summary, run_dir, thresholds, cancelled=bool(summary.get("cancelled")))
 
@@ -561,11 +592,14 @@ def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, th
 def _merge(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from evalbench.results.journal.merge import merge_shards
+    from evalbench.report_console import print_summary
+    from evalbench.results.merge import merge_shards
 
-    merge_shards(Path(args.out_dir), [Path(shard) for shard in args.shards])
-    args.run_dir = args.out_dir
-    return _report(args)
+    run_dir = Path(args.out_dir)
+    thresholds = _thresholds(args)
+    summary = merge_shards(run_dir, [Path(shard) for shard in args.shards], html=not args.no_html)
+    print_summary(summary, run_dir, sys.stdout)
+    return _verdict(args, summary, run_dir, thresholds, cancelled=False)
 
 
 def _report(args: argparse.Namespace) -> int:

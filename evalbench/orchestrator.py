@@ -28,7 +28,9 @@ from evalbench.conversation import Conversation, Outcome, Stage, conversation_se
 from evalbench.dataset import Dataset, RecordError
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
+from evalbench.dataset.shard import parse_shard
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
+from evalbench.ratelimit import split_between
 from evalbench.results.journal.rundir import RunWriter
 from evalbench.results.render.reports import ReportSet
 from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, check_resumable, read_manifest
@@ -102,21 +104,31 @@ class Journal:
     """The journal writer and the reports built as conversations complete."""
 
     writer: RunWriter
-    reports: ReportSet
+    reports: ReportSet | None  # None: a shard of --workers, whose parent builds the reports
     done: set[tuple[Any, str, int]]
 
     def close(self) -> None:
         self.writer.close()
-        self.reports.close()
+        if self.reports is not None:
+            self.reports.close()
 
 
 def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: TextIO | None = None,
-        resume: Path | None = None, retry_errors: bool = False, agent_down_after: int = 5) -> RunResult:
+        resume: Path | None = None, retry_errors: bool = False, agent_down_after: int = 5,
+        reports: bool = True) -> RunResult:
     """Run the evaluation described by ``config`` and write its run directory; with ``resume``,
     continue that run directory: only the conversations its journal does not hold are run (with
-    ``retry_errors``, also those that ended in an error or a timeout)."""
+    ``retry_errors``, also those that ended in an error or a timeout). Without ``reports``, only
+    the manifest, the journal and scores_native.csv are written (a shard of ``--workers``)."""
     if retry_errors and resume is None:
         raise ConfigError("--retry-errors needs --resume RUN_DIR (it redoes that run's errors)")
+    shard = config.subset.shard if config.subset else None
+    with split_between(parse_shard(shard).count if shard else 1):  # a shard takes its share of every limit
+        return _run(config, strict, progress, out, resume, retry_errors, agent_down_after, reports)
+
+
+def _run(config: RunConfig, strict: bool, progress: bool, out: TextIO | None, resume: Path | None, retry_errors: bool,
+         agent_down_after: int, reports: bool) -> RunResult:
     deadline.reset_cancel()
     started = time.monotonic()
     session: dict[str, Any] = {"started_at": dt.datetime.now(dt.timezone.utc).isoformat()}
@@ -124,15 +136,15 @@ def run(config: RunConfig, *, strict: bool = False, progress: bool = True, out: 
     parts = build_parts(config, items)
     place = choose_run_directory(config, items, resume, retry_errors)
     manifest = start_manifest(config, items, parts, place, session, retry_errors)
-    journal = open_journal(config, place, manifest, parts, retry_errors)
+    journal = open_journal(config, place, manifest, parts, retry_errors, reports)
     session["resumed_with"] = len(journal.done)
     journal.writer.write_manifest(manifest)
     print(f"evalbench: run {place.run_id}: {_items_header(items.scan.total, items.subset, config.trials)}; "
           f"{parts.plan.header(items.scan.format)}", file=out or sys.stdout, flush=True)
-    cancelled, reports = evaluate(config, items, parts, journal, place, progress, agent_down_after)
+    cancelled, provisioned = evaluate(config, items, parts, journal, place, progress, agent_down_after)
     session |= {"finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "elapsed_s": round(time.monotonic() - started, 3),
                 "conversations": journal.writer.summary.total - len(journal.done), "cancelled": cancelled}
-    summary = finish(items, parts, place, manifest, journal, reports, cancelled)
+    summary = finish(items, parts, place, manifest, journal, provisioned, cancelled)
     return RunResult(place.run_id, place.run_dir, summary, items.scan.errors, cancelled)
 
 
@@ -153,6 +165,16 @@ def load_items(config: RunConfig, strict: bool) -> Items:
     knowledge = load_knowledge(config.knowledge_path)
     _check_knowledge(config, scan.groups, knowledge)
     return Items(dataset, scan, subset, knowledge)
+
+
+def planned_groups(config: RunConfig) -> dict[Group, int]:
+    """The (dialect, database) groups a run of ``config`` holds and their item counts (of its
+    subset), found without a word (the run itself reports the dataset's problems)."""
+    dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
+    scan = dataset.scan()
+    if scan.total == 0:
+        return {}
+    return dict(_choose_subset(config, dataset, scan)[0].groups)
 
 
 def build_parts(config: RunConfig, items: Items) -> RunParts:
@@ -205,20 +227,21 @@ def start_manifest(config: RunConfig, items: Items, parts: RunParts, place: RunP
 
 
 def open_journal(config: RunConfig, place: RunPlace, manifest: dict[str, Any], parts: RunParts,
-                 retry_errors: bool) -> Journal:
+                 retry_errors: bool, reports: bool = True) -> Journal:
     """The journal writer (on resume: what it holds is replayed into the reports first, and the
     conversations to run again are dropped from it)."""
     # The derived reports are built as conversations complete (replayed ones first), so the end
     # of the run only assembles them.
-    report_set = ReportSet(place.run_dir, manifest)
+    report_set = ReportSet(place.run_dir, manifest) if reports else None
     simulator = {k: v for k, v in parts.vuser.describe().items() if k in SIMULATOR_KEYS}
     try:
         writer = RunWriter(place.run_dir, place.run_id, preview_rows=config.execution.preview_rows,
                            metric_scorers={s.name for s in parts.scorers if s.is_metric}, simulator=simulator,
-                           resume=place.previous is not None, on_record=report_set.add,
+                           resume=place.previous is not None, on_record=report_set.add if report_set else None,
                            run_again=RETRY_ERRORS if retry_errors else RUN_AGAIN, trials=config.trials)
     except BaseException:
-        report_set.close()  # no half-written report files left behind
+        if report_set is not None:
+            report_set.close()  # no half-written report files left behind
         raise
     state = writer.resumed
     if state is not None:
@@ -362,10 +385,11 @@ def finish(items: Items, parts: RunParts, place: RunPlace, manifest: dict[str, A
     }
     summary = writer.finish(**extra)
     writer.close()
-    try:
-        journal.reports.commit(summary)
-    finally:
-        journal.reports.close()
+    if journal.reports is not None:
+        try:
+            journal.reports.commit(summary)
+        finally:
+            journal.reports.close()
     manifest["databases"] = extra["databases"]
     manifest["finished_at"] = manifest["sessions"][-1]["finished_at"]
     manifest["summary_extra"] = extra  # what `evalbench report` needs besides the journal

@@ -1,9 +1,36 @@
-"""A thread-safe limiter for a real rate (requests per minute), not a sleep in a slot."""
+"""A thread-safe limiter for a real rate (requests per minute), not a sleep in a slot; and the
+share of every limit that this process may use when it is one of several shards of a run."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# A shard of a run split n ways (``--shard i/n``, ``--workers n``, ``--executor ray``) runs beside
+# the others against the same agent, model API and databases: a configured limit (a quota) is
+# theirs together, so each takes 1/n of every rate and of every concurrency limit.
+_SHARES = 1
+
+
+@contextmanager
+def split_between(shards: int) -> Iterator[None]:
+    """Within this block, every limit built is this process's 1/``shards`` share."""
+    global _SHARES
+    before, _SHARES = _SHARES, max(1, shards)
+    try:
+        yield
+    finally:
+        _SHARES = before
+
+
+def rate_share(per_minute: float) -> float:
+    return per_minute / _SHARES
+
+
+def concurrency_share(limit: int) -> int:
+    return max(1, limit // _SHARES)
 
 
 class RateLimiter:
@@ -13,7 +40,7 @@ class RateLimiter:
     def __init__(self, per_minute: float, burst: int = 1) -> None:
         if per_minute <= 0:
             raise ValueError("per_minute must be positive")
-        self.interval = 60.0 / per_minute
+        self.interval = 60.0 / rate_share(per_minute)
         self.burst = max(1, burst)
         self._lock = threading.Lock()
         self._next = time.monotonic()

@@ -1,12 +1,15 @@
 """``evalbench run --workers N``: one run as N processes, each a shard of the items
-(``--shard i/N``, :mod:`evalbench.dataset.shard`), joined by ``evalbench merge`` into the run
-directory when they end. The shards' own run directories stay under ``<run_dir>/shards/``; a
-run cut short (Ctrl-C, a worker that failed) is continued with ``--resume RUN_DIR --workers N``,
-which resumes every shard and merges again.
+(``--shard i/N``, :mod:`evalbench.dataset.shard`). The shards write their journals only; this
+process follows them as they grow, so the run directory's journal, summary and reports are built
+while the workers run (:class:`~evalbench.results.merge.MergedRun`), and one progress bar counts
+every worker's conversations. The shards' own run directories stay under ``<run_dir>/shards/``;
+a run cut short (Ctrl-C, a worker that failed) is continued with ``--resume RUN_DIR --workers
+N``, which resumes every shard and merges them again when they end.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,14 +17,18 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from evalbench.errors import ConfigError
-from evalbench.results.journal.merge import merge_shards
+from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.lines import is_record
+from evalbench.results.journal.tail import JournalTail
+from evalbench.results.merge import MergedRun, clear_merged, merge_shards
+from evalbench.resume import read_manifest
 
 # options of the parent's command line that the workers get their own values of
 _OWN = {"--workers": 1, "--shard": 1, "--run-id": 1, "--output-dir": 1, "--resume": 1, "--no-progress": 0,
-        "--no-preflight": 0}
+        "--no-preflight": 0, "--journal-only": 0, "--executor": 1, "--ray-address": 1}
 
 
 def worker_argv(argv: list[str], shard: str, shard_dir: Path, resume: bool) -> list[str]:
@@ -38,15 +45,18 @@ def worker_argv(argv: list[str], shard: str, shard_dir: Path, resume: bool) -> l
             continue
         out.append(arg)
     place = ["--resume", str(shard_dir)] if resume else ["--run-id", shard_dir.name, "--output-dir", str(shard_dir.parent)]
-    return [*out, "--shard", shard, *place, "--no-progress", "--no-preflight"]
+    # the reports are built once, from every shard, by this process
+    return [*out, "--shard", shard, *place, "--no-progress", "--no-preflight", "--journal-only"]
 
 
-def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool) -> int:
-    """Run the shards as ``workers`` processes, then merge them into ``run_dir``; the exit code of
-    the worst worker when one failed (its log named), else 0 (the caller judges the merged run)."""
+def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool,
+                progress: bool = True) -> tuple[int, dict[str, Any] | None]:
+    """Run the shards as ``workers`` processes and merge them into ``run_dir``: (0, the merged
+    run's summary), or the exit code of the worst worker when one failed (its log named) and None."""
     shards_dir = run_dir / "shards"
     names = [f"{run_dir.name}-shard-{i}" for i in range(1, workers + 1)]
-    if resume and not all((shards_dir / name).is_dir() for name in names):
+    shard_dirs = [shards_dir / name for name in names]
+    if resume and not all(d.is_dir() for d in shard_dirs):
         raise ConfigError(f"{run_dir} was not run with --workers {workers}: its shards are not all in {shards_dir}")
     shards_dir.mkdir(parents=True, exist_ok=True)
     processes = []
@@ -55,24 +65,89 @@ def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool) -
         command = [sys.executable, "-m", "evalbench", "run", *worker_argv(argv, f"{i}/{workers}", shards_dir / name, resume)]
         processes.append((name, log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())))
     print(f"evalbench: run {run_dir.name}: {workers} workers (logs in {shards_dir})", file=sys.stderr, flush=True)
-    codes = _wait(processes)
-    failed = [(name, code) for (name, _, _), code in zip(processes, codes, strict=True) if code not in (0, 1)]
-    if failed:
-        for name, code in failed:
-            print(f"error: worker {name} ended with exit {code}: see {shards_dir / (name + '.log')}", file=sys.stderr)
-        print(f"resume with: evalbench run ... --resume {run_dir} --workers {workers}", file=sys.stderr)
-        # a worker killed by a signal (negative code) is an infrastructure failure (3)
-        return max(code if code > 0 else 3 for _, code in failed)
-    merge_shards(run_dir, [shards_dir / name for name in names], replace=True)
-    return 0
+    # a resumed shard rewrites its journal as it starts: those are merged when they end, not followed
+    live = None if resume else LiveMerge(run_dir, shard_dirs, progress)
+    try:
+        codes = _wait(processes, live)
+        failed = [(name, code) for (name, _, _), code in zip(processes, codes, strict=True) if code not in (0, 1)]
+        if failed:
+            for name, code in failed:
+                print(f"error: worker {name} ended with exit {code}: see {shards_dir / (name + '.log')}", file=sys.stderr)
+            print(f"resume with: evalbench run ... --resume {run_dir} --workers {workers}", file=sys.stderr)
+            # a worker killed by a signal (negative code) is an infrastructure failure (3)
+            return max(code if code > 0 else 3 for _, code in failed), None
+        if live is not None and live.poll():
+            return 0, live.finish()
+    finally:
+        if live is not None:
+            live.close()
+    return 0, merge_shards(run_dir, shard_dirs, replace=True)
 
 
-def _wait(processes: Sequence[tuple[str, TextIO, subprocess.Popen[bytes]]]) -> list[int]:
-    """Every worker's exit code. Ctrl-C (or SIGTERM, raised as KeyboardInterrupt) is passed on:
-    each worker journals what it has in flight as cancelled and ends."""
+class LiveMerge:
+    """The shards' journals followed while the workers run: each new record goes to the merged
+    run directory and to one progress bar for the whole run."""
+
+    def __init__(self, run_dir: Path, shard_dirs: list[Path], progress: bool) -> None:
+        self.run_dir, self.shard_dirs, self.progress = run_dir, shard_dirs, progress
+        self.tails = [JournalTail(d / JOURNAL) for d in shard_dirs]
+        self.merged: MergedRun | None = None
+        self.bar: Any = None
+
+    def poll(self) -> bool:
+        """Take in what the shards journaled since the last poll; False while some shard has not
+        yet written its manifest (it writes it before its first conversation)."""
+        if self.merged is None and not self._start():
+            return False
+        assert self.merged is not None
+        for tail, shard in zip(self.tails, self.shard_dirs, strict=True):
+            for line in tail.read():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # not a record: read_journal skips it with a warning, merge_shards would too
+                if is_record(record):
+                    self.merged.add(record, shard, line)
+                    self.bar.update(1)
+        return True
+
+    def _start(self) -> bool:
+        if not all((d / "manifest.json").is_file() for d in self.shard_dirs):
+            return False
+        from tqdm import tqdm
+
+        manifests = [read_manifest(d) for d in self.shard_dirs]
+        clear_merged(self.run_dir, replace=False)
+        self.merged = MergedRun(self.run_dir, self.shard_dirs, manifests)
+        dataset = self.merged.manifest["dataset"]
+        total = dataset["items"] * (dataset.get("trials") or 1)
+        # None: off when stderr is not a terminal (CI logs)
+        self.bar = tqdm(total=total, desc=self.run_dir.name, unit="conv", disable=None if self.progress else True,
+                        dynamic_ncols=True)
+        return True
+
+    def finish(self) -> dict[str, Any]:
+        """Every worker ended well: the merged run's summary (its reports written)."""
+        assert self.merged is not None
+        summary = self.merged.finish([read_manifest(d) for d in self.shard_dirs])
+        self.merged = None
+        return summary
+
+    def close(self) -> None:
+        if self.merged is not None:  # not finished: --resume merges again
+            self.merged.abort()
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _wait(processes: Sequence[tuple[str, TextIO, subprocess.Popen[bytes]]], live: LiveMerge | None) -> list[int]:
+    """Every worker's exit code, following their journals meanwhile. Ctrl-C (or SIGTERM, raised
+    as KeyboardInterrupt) is passed on: each worker journals what it has in flight as cancelled and ends."""
     try:
         while any(p.poll() is None for _, _, p in processes):
-            time.sleep(0.1)
+            if live is not None:
+                live.poll()
+            time.sleep(0.2)
     except KeyboardInterrupt:
         for _, _, process in processes:
             if process.poll() is None:
@@ -94,3 +169,50 @@ def check_workers(workers: int, shard: str | None) -> None:
     if workers > 1 and shard:
         raise ConfigError("--workers and --shard: a run is either split across processes here or one shard of a split")
 
+
+
+MIN_CONVERSATIONS_PER_WORKER = 250  # below this, starting a process costs more than it saves
+
+
+def auto_workers(config: Any, shard: str | None, resume: Path | None) -> int:
+    """The default of ``--workers``: one per core, at most one per :data:`MIN_CONVERSATIONS_PER_WORKER`
+    conversations, and no more than :func:`shard_cap`; 1 for a shard of a split; on ``--resume``,
+    as many as the run had."""
+    if shard:
+        return 1
+    if resume is not None:
+        shards = resume / "shards"
+        return sum(1 for d in shards.iterdir() if d.is_dir()) if shards.is_dir() else 1
+    from evalbench.orchestrator import planned_groups
+
+    groups = planned_groups(config)
+    workers = min(os.cpu_count() or 1, sum(groups.values()) * config.trials // MIN_CONVERSATIONS_PER_WORKER)
+    return max(1, min(workers, _cap(config, groups)[0] or workers))
+
+
+def shard_cap(config: Any) -> int | None:
+    """The most shards a run may have, or None for any number: a database file (SQLite, DuckDB)
+    is used by one process at a time, so with one the shards must each have whole databases."""
+    from evalbench.orchestrator import planned_groups
+
+    return _cap(config, planned_groups(config))[0]
+
+
+def check_file_databases(config: Any, workers: int) -> None:
+    """Refuse more workers than :func:`shard_cap` allows, naming the database file."""
+    if workers <= 1:
+        return
+    from evalbench.orchestrator import planned_groups
+
+    cap, files = _cap(config, planned_groups(config))
+    if cap is not None and cap < workers:
+        raise ConfigError(f"--workers {workers}: {files[0]} is a database file, which one process at a time may use, and "
+                          f"the run has {cap} database(s): at most {cap} worker(s) (each then has whole databases)")
+
+
+def _cap(config: Any, groups: dict[Any, int]) -> tuple[int | None, list[str]]:
+    from evalbench.backends.names import is_file_backend
+
+    files = [f"{dialect}/{database}" for dialect, database in groups
+             if is_file_backend(config.database_for(dialect, database).backend)]
+    return (max(1, len(groups)) if files else None), files

@@ -3,6 +3,8 @@ per-item verdicts as one process, and a run whose worker was killed completes on
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -11,8 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from evalbench.agents.limits import CallLimiter
 from evalbench.cli import main
-from evalbench.workers import worker_argv
+from evalbench.config import load_run_config
+from evalbench.errors import ConfigError
+from evalbench.ratelimit import RateLimiter, split_between
+from evalbench.workers import auto_workers, check_file_databases, worker_argv
 from tests.helpers import default_sigint
 from tests.test_shards import _verdicts
 
@@ -26,9 +34,9 @@ def test_worker_arguments_are_the_run_s_with_a_shard_and_a_place_of_their_own(tm
     argv = ["--config", "c.yaml", "--workers", "2", "--run-id", "r", "--output-dir=out", "--set", "seed=7", "--no-progress"]
     assert worker_argv(argv, "1/2", tmp_path / "r-shard-1", resume=False) == [
         "--config", "c.yaml", "--set", "seed=7", "--shard", "1/2", "--run-id", "r-shard-1", "--output-dir", str(tmp_path),
-        "--no-progress", "--no-preflight"]
+        "--no-progress", "--no-preflight", "--journal-only"]
     assert worker_argv(["--config", "c.yaml", "--resume", "x", "--workers=2"], "2/2", tmp_path / "x", resume=True) == [
-        "--config", "c.yaml", "--shard", "2/2", "--resume", str(tmp_path / "x"), "--no-progress", "--no-preflight"]
+        "--config", "c.yaml", "--shard", "2/2", "--resume", str(tmp_path / "x"), "--no-progress", "--no-preflight", "--journal-only"]
 
 
 def test_two_workers_give_the_verdicts_of_one_process(tmp_path: Path, pgdata: Path) -> None:
@@ -40,6 +48,51 @@ def test_two_workers_give_the_verdicts_of_one_process(tmp_path: Path, pgdata: Pa
     assert summary["complete"] and summary["total_items"] == 43
     assert sorted(p.name for p in (tmp_path / "two" / "shards").glob("*-shard-*") if p.is_dir()) == ["two-shard-1", "two-shard-2"]
     assert main([*base, "--run-id", "bad", "--workers", "2", "--shard", "1/2"]) == 2
+    # the workers journal; the reports are built once, by the parent, as their records arrive ...
+    shards = sorted(p for p in (tmp_path / "two" / "shards").iterdir() if p.is_dir())
+    assert not any((shard / "report.html").exists() for shard in shards)
+    assert all((tmp_path / "two" / name).is_file() for name in ("report.html", "junit.xml", "evals.csv", "summary.md"))
+    # ... and are those of `evalbench merge` of the same shards afterwards
+    assert main(["merge", str(tmp_path / "again"), *map(str, shards)]) == 0
+    for name in ("scores_native.csv", "evals.csv"):
+        rows = {run: sorted(str(sorted((k, v) for k, v in row.items() if k not in ("run_id", "job_id")))
+                            for row in csv.DictReader(io.StringIO((tmp_path / run / name).read_text(encoding="utf-8"))))
+                for run in ("again", "two")}  # less the run id
+        assert rows["again"] == rows["two"] and len(rows["two"]) >= 43
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert again["scorers"] == summary["scorers"] and again["outcomes"] == summary["outcomes"]
+
+
+def test_a_shard_takes_its_share_of_every_limit() -> None:
+    """Shards run side by side against the same agent and databases: a configured rate or
+    concurrency limit is theirs together."""
+    assert RateLimiter(60).interval == 1.0
+    with split_between(4):
+        assert RateLimiter(60).interval == 4.0
+        assert CallLimiter(None, 8)._slots._value == 2  # type: ignore[union-attr]
+        assert CallLimiter(None, 2)._slots._value == 1  # type: ignore[union-attr]  (at least one)
+    assert RateLimiter(60).interval == 1.0
+
+
+def test_the_default_is_a_worker_per_core_for_runs_large_enough(tmp_path: Path) -> None:
+    config = load_run_config(QUICKSTART)
+    assert auto_workers(config, None, None) == 1  # 43 conversations: one process
+    many = load_run_config(QUICKSTART, trials=12)  # 516 conversations
+    assert auto_workers(many, None, None) == min(os.cpu_count() or 1, 2)
+    assert auto_workers(many, "1/2", None) == 1
+    assert auto_workers(many, None, tmp_path) == 1  # resuming a run of one process
+    for i in (1, 2, 3):
+        (tmp_path / "shards" / f"r-shard-{i}").mkdir(parents=True)
+    assert auto_workers(many, None, tmp_path) == 3
+
+
+def test_a_database_file_is_never_shared_by_workers() -> None:
+    """SQLite and DuckDB files are used by one process at a time: no more workers than databases."""
+    config = load_run_config(ROOT / "configs" / "quickstart_sqlite.yaml", trials=12)  # 516 conversations, 1 database
+    assert auto_workers(config, None, None) == 1
+    with pytest.raises(ConfigError, match=r"sqlite/greenleaf is a database file.*at most 1 worker"):
+        check_file_databases(config, 2)
+    check_file_databases(load_run_config(QUICKSTART), 2)  # a server: any number
 
 
 def _worker_pids(run_id: str) -> list[int]:

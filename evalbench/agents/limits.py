@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from evalbench import deadline
-from evalbench.ratelimit import RateLimiter
+from evalbench.ratelimit import RateLimiter, concurrency_share
 
 # Statuses that say the request was not processed: safe to send again after a backoff.
 RETRY_STATUSES = frozenset({429, 503})
@@ -25,7 +25,7 @@ RETRY_STATUSES = frozenset({429, 503})
 class CallLimiter:
     def __init__(self, per_minute: float | None = None, max_concurrency: int | None = None) -> None:
         self._rate = RateLimiter(per_minute) if per_minute else None
-        self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
+        self._slots = threading.BoundedSemaphore(concurrency_share(max_concurrency)) if max_concurrency else None
 
     @contextmanager
     def slot(self) -> Iterator[float]:
