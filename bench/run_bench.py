@@ -15,7 +15,7 @@ efficiency: harness conversations/s against the floor — the same SQL executed 
 latency:    an agent that takes L seconds per turn, C generate runners, single-turn items:
     achieved ÷ ideal (C/L) conversations/s, idle and with another process spinning.
 memory:     peak RSS of the run process at each N, and its ratio to the first.
-workers:    `evalbench run --workers 1` against `--workers 2`, whole command, and the speed-up.
+workers:    `evalbench run --workers 1` against `--workers 2`, whole command, and the speed-up (each workload).
 
 The machine is described first. Every run happens in a child process; no timing is asserted
 anywhere: these are measurements to read, and bench/README.md records what they printed.
@@ -41,8 +41,8 @@ from workload import write_config, write_dataset, write_setup
 
 __all__ = ["write_config", "write_dataset", "write_setup"]  # bench/profile_run.py and older scripts import these here
 
-DEFAULTS = {"instant": 1000, "http": 500, "workers": 3000, "memory": [1000, 10000], "latency_s": 10.0}
-FULL = {"instant": 10000, "http": 2580, "workers": 10000, "memory": [1000, 10000, 100000], "latency_s": 25.0}
+DEFAULTS = {"instant": 1000, "http": 500, "workers": 3000, "workers_http": 1500, "memory": [1000, 10000], "latency_s": 25.0}
+FULL = {"instant": 10000, "http": 2580, "workers": 10000, "workers_http": 2580, "memory": [1000, 10000, 100000], "latency_s": 25.0}
 
 
 def section_efficiency(args: argparse.Namespace, sizes: dict[str, Any], pgdata: Path, out: dict[str, Any]) -> None:
@@ -79,12 +79,14 @@ def section_memory(args: argparse.Namespace, sizes: dict[str, Any], pgdata: Path
 
 
 def section_workers(args: argparse.Namespace, sizes: dict[str, Any], pgdata: Path, out: dict[str, Any]) -> None:
-    n = args.n[0] if args.n else sizes["workers"]
-    print(f"\nworkers (instant workload, {n} items, `evalbench run --workers N`, whole command; median of {args.reps}, min–max)")
-    r = scaling.workers(pgdata, n, args.reps)
-    print(f"  --workers 1: {r['workers_1'].show():>16} conv/s")
-    print(f"  --workers 2: {r['workers_2'].show():>16} conv/s   speed-up {r['speedup']:.2f}x", flush=True)
-    out["workers"] = r
+    print(f"\nworkers (`evalbench run --workers N`, the whole command; median of {args.reps}, min–max)")
+    out["workers"] = []
+    for workload in args.workload:
+        n = args.n[0] if args.n else sizes["workers" if workload == "instant" else "workers_http"]
+        r = scaling.workers(pgdata, n, args.reps, workload)
+        print(f"{workload:>9} {n:>6}: --workers 1 {r['workers_1'].show():>16} conv/s, --workers 2 {r['workers_2'].show():>16} "
+              f"conv/s, speed-up {r['speedup']:.2f}x", flush=True)
+        out["workers"].append(r)
 
 
 SECTIONS = {"efficiency": section_efficiency, "latency": section_latency, "memory": section_memory, "workers": section_workers}

@@ -7,10 +7,11 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import fakes
 from spread import Spread
 from workload import run_cli, run_harness, write_config, write_dataset, write_setup
 
@@ -68,17 +69,23 @@ def memory(pgdata: Path, sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
-def workers(pgdata: Path, n: int, reps: int) -> dict[str, Any]:
-    """``evalbench run --workers 1`` against ``--workers 2`` on the instant workload, alternating;
-    conversations/s of the whole command (start-up, the workers, the merge)."""
+def workers(pgdata: Path, n: int, reps: int, workload: str = "instant") -> dict[str, Any]:
+    """``evalbench run --workers 1`` against ``--workers 2`` on ``workload`` (the http one at the
+    fakes), alternating; conversations/s of the whole command (start-up, the workers, the merge)."""
     rates: dict[int, list[float]] = {1: [], 2: []}
-    with tempfile.TemporaryDirectory(prefix="evalbench-bench-workers-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="evalbench-bench-workers-") as tmp, ExitStack() as stack:
         root = Path(tmp)
         dataset = root / "items.jsonl"
         write_dataset(dataset, n, single_turn=False)
-        config = write_config(root, dataset, write_setup(root))
+        urls = {}
+        if workload == "http":
+            adk, gemini = fakes.start("adk", dataset), fakes.start("gemini")
+            stack.callback(adk.stop)
+            stack.callback(gemini.stop)
+            urls = {"adk_url": adk.url, "gemini_url": gemini.url}
+        config = write_config(root, dataset, write_setup(root), workload=workload, **urls)
         for rep in range(reps):
             for count in (1, 2):
                 rates[count].append(n / run_cli(config, pgdata, workers=count, run_id=f"w{count}-{rep}"))
     one, two = Spread(tuple(rates[1])), Spread(tuple(rates[2]))
-    return {"n": n, "reps": reps, "workers_1": one, "workers_2": two, "speedup": two.median / one.median}
+    return {"workload": workload, "n": n, "reps": reps, "workers_1": one, "workers_2": two, "speedup": two.median / one.median}
