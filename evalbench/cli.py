@@ -352,13 +352,13 @@ def _run(args: argparse.Namespace) -> int:
     code = _preflight(args, config, thresholds)
     if code:
         return code
-    from evalbench.workers import auto_workers, check_file_databases, check_workers
+    from evalbench.workers import auto_workers, check_workers, fit_workers
 
     if args.workers is None and args.executor == "local":
         args.workers = auto_workers(config, args.shard, Path(args.resume) if args.resume else None)
     check_workers(1 if args.workers is None else args.workers, args.shard)
-    if not args.resume:
-        check_file_databases(config, args.workers or 1)
+    if not args.resume and args.workers is not None:
+        args.workers = fit_workers(config, args.workers)
     if args.executor == "ray" or (args.workers or 1) > 1:
         return _run_workers(args, config, thresholds)
     with _sigterm_as_interrupt():
@@ -366,6 +366,8 @@ def _run(args: argparse.Namespace) -> int:
                      resume=Path(args.resume) if args.resume else None, retry_errors=args.retry_errors,
                      agent_down_after=args.agent_down_after, reports=not args.journal_only)
     print_summary(result.summary, result.run_dir, sys.stdout)
+    if args.journal_only:  # a shard of --workers or a Ray task: the parent judges the whole run
+        return EXIT_CANCELLED if result.cancelled else EXIT_OK
     return _verdict(args, result.summary, result.run_dir, thresholds, cancelled=result.cancelled)
 
 

@@ -346,7 +346,8 @@ def _run_groups(groups: GroupEvaluator, scheduler: Scheduler) -> bool:
     """Every group on a small pool, the main thread kept responsive to Ctrl-C; True when the run
     was cancelled (what was in flight is journaled as cancelled)."""
     names = sorted(groups.items.scan.groups)
-    pool = ThreadPoolExecutor(max_workers=min(len(names), MAX_PARALLEL_GROUPS), thread_name_prefix="evalbench-group")
+    # max(1, ...): a shard may hold no item (more shards than items), and is then a run of nothing
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(names), MAX_PARALLEL_GROUPS)), thread_name_prefix="evalbench-group")
     try:
         futures = [pool.submit(groups, group) for group in names]
         for future in futures:

@@ -151,7 +151,7 @@ def _collect(ray: Any, tasks: list[ShardTask], shards_dir: Path) -> dict[str, tu
 
 def _store(ray: Any, ref: Any, name: str, shards_dir: Path) -> tuple[int, str] | None:
     """Unpack a task's shard into ``shards_dir/name`` and append its log; None when the shard
-    ran to the end (exit 0, or 1 for a gate of its own), else (exit code, why)."""
+    ran to the end (exit 0), else (exit code, why)."""
     log = shards_dir / f"{name}.log"
     try:
         result: ShardResult = ray.get(ref)
@@ -169,7 +169,7 @@ def _store(ray: Any, ref: Any, name: str, shards_dir: Path) -> tuple[int, str] |
         _replace(shards_dir, name, result.packed)
     ended = "was cancelled" if result.cancelled else "ended"
     print(f"evalbench: shard {name} {ended} on node {result.node} with exit {result.code}", file=sys.stderr, flush=True)
-    if result.code not in (0, 1) or result.cancelled:
+    if result.code != 0 or result.cancelled:  # a shard does not judge itself: anything but 0 is a failure
         return (result.code if result.code > 1 else 3, f"ended with exit {result.code} on node {result.node}")
     if not result.packed:
         return (3, f"left no run directory on node {result.node}")

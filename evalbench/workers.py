@@ -69,13 +69,14 @@ def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool,
     live = None if resume else LiveMerge(run_dir, shard_dirs, progress)
     try:
         codes = _wait(processes, live)
-        failed = [(name, code) for (name, _, _), code in zip(processes, codes, strict=True) if code not in (0, 1)]
+        # a worker does not judge its shard (the gates are the whole run's): anything but 0 is a failure
+        failed = [(name, code) for (name, _, _), code in zip(processes, codes, strict=True) if code != 0]
         if failed:
             for name, code in failed:
                 print(f"error: worker {name} ended with exit {code}: see {shards_dir / (name + '.log')}", file=sys.stderr)
             print(f"resume with: evalbench run ... --resume {run_dir} --workers {workers}", file=sys.stderr)
-            # a worker killed by a signal (negative code) is an infrastructure failure (3)
-            return max(code if code > 0 else 3 for _, code in failed), None
+            # a worker killed by a signal (negative code) or that crashed (1) is an infrastructure failure (3)
+            return max(code if code > 1 else 3 for _, code in failed), None
         if live is not None and live.poll():
             return 0, live.finish()
     finally:
@@ -198,16 +199,24 @@ def shard_cap(config: Any) -> int | None:
     return _cap(config, planned_groups(config))[0]
 
 
-def check_file_databases(config: Any, workers: int) -> None:
-    """Refuse more workers than :func:`shard_cap` allows, naming the database file."""
+def fit_workers(config: Any, workers: int) -> int:
+    """``workers`` for a new run, checked against the run: refused beyond :func:`shard_cap` (naming
+    the database file), and no more than the run has conversations (a note says so)."""
     if workers <= 1:
-        return
+        return workers
     from evalbench.orchestrator import planned_groups
 
-    cap, files = _cap(config, planned_groups(config))
+    groups = planned_groups(config)
+    cap, files = _cap(config, groups)
     if cap is not None and cap < workers:
         raise ConfigError(f"--workers {workers}: {files[0]} is a database file, which one process at a time may use, and "
                           f"the run has {cap} database(s): at most {cap} worker(s) (each then has whole databases)")
+    conversations = sum(groups.values()) * config.trials
+    if workers > max(1, conversations):
+        print(f"evalbench: --workers {workers}: the run has {conversations} conversation(s); "
+              f"{max(1, conversations)} worker(s)", file=sys.stderr)
+        return max(1, conversations)
+    return workers
 
 
 def _cap(config: Any, groups: dict[Any, int]) -> tuple[int | None, list[str]]:

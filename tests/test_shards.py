@@ -88,3 +88,15 @@ def test_shards_merged_equal_the_run_that_was_not_split(tmp_path: Path, pgdata: 
 def test_a_bad_shard_is_a_config_error(tmp_path: Path, capsys) -> None:
     assert _run(tmp_path, "x", "--shard", "3/2") == 2
     assert "shard" in capsys.readouterr().err
+
+
+def test_a_shard_without_items_is_an_empty_run(tmp_path: Path, pgdata: Path) -> None:
+    """More shards than items (a wide CI matrix): a shard that holds nothing runs nothing, and
+    says so, rather than failing."""
+    from evalbench.dataset.shard import item_shard
+
+    empty = next(i for i in range(1, 51) if all(item_shard("postgres", f"greenleaf_{k}", 50) != i for k in range(1, 44)))
+    assert main(["run", "--config", str(QUICKSTART), "--shard", f"{empty}/50", "--output-dir", str(tmp_path),
+                 "--run-id", "empty", "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "empty" / "summary.json").read_text())
+    assert summary["total_items"] == 0 and summary["complete"]

@@ -20,7 +20,7 @@ from evalbench.cli import main
 from evalbench.config import load_run_config
 from evalbench.errors import ConfigError
 from evalbench.ratelimit import RateLimiter, split_between
-from evalbench.workers import auto_workers, check_file_databases, worker_argv
+from evalbench.workers import auto_workers, fit_workers, worker_argv
 from tests.helpers import default_sigint
 from tests.test_shards import _verdicts
 
@@ -63,6 +63,18 @@ def test_two_workers_give_the_verdicts_of_one_process(tmp_path: Path, pgdata: Pa
     assert again["scorers"] == summary["scorers"] and again["outcomes"] == summary["outcomes"]
 
 
+def test_the_gates_judge_the_whole_run_not_each_worker(tmp_path: Path, pgdata: Path, capsys) -> None:
+    """A worker does not apply the run's gates to its shard (nor --max-infra-errors): the merged
+    run is judged once; a worker that exits with anything but 0 has failed."""
+    base = ["run", "--config", str(QUICKSTART), "--output-dir", str(tmp_path), "--no-progress", "--workers", "2"]
+    assert main([*base, "--run-id", "gated", "--fail-under", "success=99%"]) == 1
+    out, err = capsys.readouterr()
+    assert "gate fail-under success=99%: FAIL" in out and "worker" not in err.replace("2 workers", "")
+    assert "FAIL" in (tmp_path / "gated" / "summary.md").read_text()
+    logs = [p.read_text() for p in (tmp_path / "gated" / "shards").glob("*.log")]
+    assert len(logs) == 2 and not any("gate fail-under" in log for log in logs)
+
+
 def test_a_shard_takes_its_share_of_every_limit() -> None:
     """Shards run side by side against the same agent and databases: a configured rate or
     concurrency limit is theirs together."""
@@ -91,8 +103,9 @@ def test_a_database_file_is_never_shared_by_workers() -> None:
     config = load_run_config(ROOT / "configs" / "quickstart_sqlite.yaml", trials=12)  # 516 conversations, 1 database
     assert auto_workers(config, None, None) == 1
     with pytest.raises(ConfigError, match=r"sqlite/greenleaf is a database file.*at most 1 worker"):
-        check_file_databases(config, 2)
-    check_file_databases(load_run_config(QUICKSTART), 2)  # a server: any number
+        fit_workers(config, 2)
+    assert fit_workers(load_run_config(QUICKSTART), 2) == 2  # a server: any number
+    assert fit_workers(load_run_config(QUICKSTART), 50) == 43  # but no more than conversations
 
 
 def _worker_pids(run_id: str) -> list[int]:
