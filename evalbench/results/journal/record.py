@@ -36,6 +36,7 @@ from typing import Any
 from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
 from evalbench.results.summary.taxonomy import diagnosis_field
+from evalbench.scores import Score
 
 SCHEMA_VERSION = 1
 
@@ -411,12 +412,20 @@ def phase_record(phase: PhaseRecord, preview_rows: int, caps: Caps = CAPS,
         "compared": execution(phase.compared),
         "golden_run_sql": [[clip(sql) for sql in run] for run in phase.golden_run_sql]
         if _cleaned(phase) else None,
-        "scores": {_key(name): plain(dataclasses.asdict(score) | {"flags": list(score.flags)}, caps.text)
-                   for name, score in phase.scores.items()},
+        "scores": {_key(name): _score(score, caps.text) for name, score in phase.scores.items()},
         # the phase's verdict: its primary scorer's (what success rates, flips and gates use)
         "primary": _clip(phase.primary, 1024),
         "passed": phase.passed if phase.primary is not None else None,  # None: no pass/fail scorer applies
     }
+
+
+def _score(score: Any, limit: int) -> dict[str, Any]:
+    if type(score) is not Score:  # a plugin's subclass: every field it has
+        fields = dataclasses.asdict(score)
+    else:  # the fields by name (dataclasses.asdict deep-copies every value first: a sixth of a record's cost)
+        fields = {"value": score.value, "passed": score.passed, "applicable": score.applicable, "detail": score.detail}
+    kept: dict[str, Any] = plain(fields | {"flags": list(score.flags)}, limit)
+    return kept
 
 
 def _cleaned(phase: PhaseRecord) -> bool:
