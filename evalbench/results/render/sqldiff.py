@@ -40,7 +40,7 @@ def _norm(token: str) -> str:
 def sql_diff(golden: str | None, generated: str | None) -> list[Segment] | None:
     """The segments turning ``golden`` into ``generated``; None when either is missing, when
     they are equal up to case and whitespace, or when either has more than :data:`MAX_TOKENS` tokens."""
-    if not golden or not generated:
+    if not golden or not generated or golden == generated:
         return None
     old, new = tokens(_trimmed(golden)), tokens(_trimmed(generated))
     if len(old) > MAX_TOKENS or len(new) > MAX_TOKENS:
