@@ -83,6 +83,12 @@ def test_shards_merged_equal_the_run_that_was_not_split(tmp_path: Path, pgdata: 
     assert main(["merge", str(tmp_path / "m5"), str(tmp_path / "s1"), str(tmp_path / "other")]) == 2
     assert "config_fingerprint differs" in capsys.readouterr().err
     assert main(["merge", str(merged), str(tmp_path / "s1"), str(tmp_path / "s2")]) == 2  # never over a run
+    capsys.readouterr()
+    edited = json.loads((tmp_path / "s2" / "manifest.json").read_text())
+    del edited["dataset"]["items"]  # a hand-edited manifest: an error naming it, not a traceback
+    (tmp_path / "s2" / "manifest.json").write_text(json.dumps(edited))
+    assert main(["merge", str(tmp_path / "m6"), str(tmp_path / "s1"), str(tmp_path / "s2")]) == 2
+    assert "s2/manifest.json does not say how many items" in capsys.readouterr().err
 
 
 def test_a_bad_shard_is_a_config_error(tmp_path: Path, capsys) -> None:

@@ -144,6 +144,9 @@ def check_same_run(shards: list[Path], manifests: list[dict[str, Any]]) -> None:
         shard_of = ((manifest.get("dataset") or {}).get("subset") or {}).get("shard")
         if not shard_of:
             raise ConfigError(f"{shard} is not a shard (run with --shard i/n)")
+        if not isinstance(manifest["dataset"].get("items"), int) or not isinstance(manifest.get("sessions", []), list):
+            raise ConfigError(f"{shard}/manifest.json does not say how many items the shard has (dataset.items): "
+                              "not a run directory evalbench wrote")
         count = shard_of.split("/")[1]
         split = split or count
         if count != split:
