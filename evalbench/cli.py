@@ -352,7 +352,7 @@ def _run(args: argparse.Namespace) -> int:
     code = _preflight(args, config, thresholds)
     if code:
         return code
-    from evalbench.workers import auto_workers, check_workers, fit_workers
+    from evalbench.worker_count import auto_workers, check_workers, fit_workers
 
     if args.workers is None and args.executor == "local":
         args.workers = auto_workers(config, args.shard, Path(args.resume) if args.resume else None)
@@ -403,7 +403,7 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
     with _sigterm_as_interrupt():
         if args.executor == "ray":
             from evalbench.ray_executor import run_ray
-            from evalbench.workers import shard_cap
+            from evalbench.worker_count import shard_cap
 
             code, summary = run_ray(argv, run_dir, shards=args.workers, address=args.ray_address, resume=bool(args.resume),
                                     retry_errors=args.retry_errors, max_shards=None if args.resume else shard_cap(config))

@@ -20,7 +20,8 @@ from evalbench.cli import main
 from evalbench.config import load_run_config
 from evalbench.errors import ConfigError
 from evalbench.ratelimit import RateLimiter, split_between
-from evalbench.workers import auto_workers, fit_workers, worker_argv
+from evalbench.worker_count import auto_workers, fit_workers, usable_cores
+from evalbench.workers import worker_argv
 from tests.helpers import default_sigint
 from tests.test_shards import _verdicts
 
@@ -90,7 +91,7 @@ def test_the_default_is_a_worker_per_core_for_runs_large_enough(tmp_path: Path) 
     config = load_run_config(QUICKSTART)
     assert auto_workers(config, None, None) == 1  # 43 conversations: one process
     many = load_run_config(QUICKSTART, trials=12)  # 516 conversations
-    assert auto_workers(many, None, None) == min(os.cpu_count() or 1, 2)
+    assert auto_workers(many, None, None) == min(usable_cores(), 2)
     assert auto_workers(many, "1/2", None) == 1
     assert auto_workers(many, None, tmp_path) == 1  # resuming a run of one process
     for i in (1, 2, 3):
