@@ -34,6 +34,8 @@ EPILOG = """examples:
   evalbench rescore results/<run_id> --set 'scorers={exec_match: {semantics: evalbench}}'
   evalbench runs results/
   evalbench view results/
+  evalbench datasets --config configs/quickstart.yaml
+  evalbench db --config configs/quickstart.yaml --json
 """
 
 
@@ -231,7 +233,35 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a gate of the run: its metric must exist")
     check.add_argument("--timeout", type=float, default=5.0, metavar="S", help="bound of each network check (default 5 s)")
     _add_rescore_parser(commands)
+    _add_inspect_parsers(commands)
     return parser
+
+
+def _add_inspect_parsers(commands: Any) -> None:
+    datasets = commands.add_parser(
+        "datasets",
+        help="what a config's dataset holds: items by category, difficulty, ambiguity, phase; knowledge",
+        description="Count the items of the config's dataset per dialect and database (category, difficulty, "
+        "ambiguity kind and type, follow-ups), its knowledge entries and, from a file of `evalbench validate "
+        "--json FILE`, its empty golden results and warnings. No database is touched. See docs/inspect.md.",
+        epilog="example:\n  evalbench datasets --config configs/quickstart.yaml --validation validate.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    datasets.add_argument("--config", required=True, help="run config (YAML)")
+    datasets.add_argument("--validation", metavar="FILE", help="the JSON written by evalbench validate --json FILE")
+    datasets.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    db = commands.add_parser(
+        "db",
+        help="the tables of a config's databases: row counts, columns and types, knowledge entries per table",
+        description="Provision each database of the config's dataset as a run would (or reuse it), then list its "
+        "tables with row counts, columns and types, and the knowledge entries naming each table. Read-only. "
+        "See docs/inspect.md.",
+        epilog="example:\n  evalbench db --config configs/quickstart.yaml --database greenleaf",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    db.add_argument("--config", required=True, help="run config (YAML)")
+    db.add_argument("--database", metavar="NAME", help="only this database (NAME or DIALECT/NAME)")
+    db.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def _add_rescore_parser(commands: Any) -> None:
@@ -289,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _rescore(args)
         if args.command in ("runs", "view"):
             return _runs_or_view(args)
+        if args.command in ("datasets", "db"):
+            return _inspect(args)
     except EvalbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -667,6 +699,26 @@ def _runs_or_view(args: argparse.Namespace) -> int:
     from evalbench.results.render.view import main_view
 
     return main_view(Path(args.dir), Path(args.output) if args.output else None)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from evalbench.config import load_run_config
+
+    config = load_run_config(args.config)
+    if args.command == "datasets":
+        from evalbench import dataset_info
+
+        info = dataset_info.dataset_info(config, Path(args.validation) if args.validation else None)
+        print(json.dumps(info.as_dict(), indent=2) if args.json else dataset_info.render_text(info))
+        return EXIT_OK
+    from evalbench import db_info
+
+    infos = db_info.db_info(config, args.database)
+    print(json.dumps([i.as_dict() for i in infos], indent=2) if args.json else db_info.render_text(infos))
+    return EXIT_OK
 
 
 def _validate(args: argparse.Namespace) -> int:
