@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from evalbench import databases
@@ -79,7 +80,9 @@ def _sqlite_rows(sandbox: Any, sql: str, what: str) -> list[tuple[Any, ...]]:
     import sqlite3
 
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{sandbox.path}?mode=ro", uri=True)) as conn:
+        # as_uri(): a "?" or "#" in the path is escaped, not read as the URI's query
+        uri = Path(sandbox.path).resolve().as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             return conn.execute(sql).fetchall()
     except sqlite3.Error as exc:
         raise EvalbenchError(f"{what}: {exc}") from None
