@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from evalbench.config_types import ExistingPath, GenaiClientOptions, ResolvedPath, StrictModel
 from evalbench.plugin_config import PluginAgentConfig, discriminated
+from evalbench.session_state import DEFAULT_STATE, check_template
 
 # The ways the simulated:noisy agent fails (evalbench.agents.simulated makes them).
 FAILURE_KINDS = (
@@ -98,12 +99,23 @@ class AdkAgentConfig(StrictModel):
     reply: ReplyConvention = Field(ReplyConvention(), description="how replies are classified")
     session: SessionMode = Field("sticky", description=_SESSION_HELP)
     raw_events_max_chars: int = Field(20_000, ge=0, description="raw events kept per turn in the journal")
+    session_state: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_STATE),
+        description="the state each ADK session is created with: string values are templates over the item "
+                    "({database}, {dialect}, {item_id}, {category}, {difficulty}, {knowledge_ids}, {schema}); {} sends none "
+                    "(docs/agents.md)")
     # EvalBench's querydata keys that its ADK client does not send to the agent (docs/evalbench_compat.md)
     base_prompt: str | None = Field(None, description="EvalBench key; not applied (its querydata generator does not read it either)")
     vertex_model: str | None = Field(None, description="EvalBench key; not applied (the ADK app chooses its model)")
     project_id: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
     location: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
     agent_engine_id: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
+
+    @field_validator("session_state")
+    @classmethod
+    def _known_placeholders(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_template(value)
+        return value
 
     NOT_APPLIED: ClassVar[dict[str, str]] = {
         "base_prompt": "EvalBench's querydata generator does not read base_prompt either; the agent receives the user's words",

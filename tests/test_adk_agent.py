@@ -10,10 +10,11 @@ from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import AdkAgentConfig
 from evalbench.config import RulesVUserConfig, load_run_config
 from evalbench.conversation import Outcome
+from evalbench.dataset.items import Ambiguity
 from evalbench.orchestrator import run
 from evalbench.results import read_journal
 from evalbench.scoring import build_scorers
-from evalbench.stages import Parts, run_conversation
+from evalbench.stages import Parts, new_conversation, run_conversation
 from evalbench.vuser import build_vuser
 from tests.conftest import DEMO
 from tests.helpers import make_item
@@ -75,7 +76,7 @@ def test_per_turn_sessions_fail_the_follow_up(adk_server, demo_sandbox):
 def test_agent_exception_is_an_http_500_turn_error_never_resent(adk_server, demo_sandbox):
     parts = adk_parts(adk_server, demo_sandbox)
     item = make_item().model_copy(update={"question": "List the stores. CRASH"})
-    session = parts.agent.open_session(None)
+    session = parts.agent.open_session(new_conversation(item, seed=1, max_turns=5, patience=1, timeout_s=60))
     reply = session.send(item.question)
     assert reply.kind.value == "error" and reply.error_kind == "http_500"
     assert user_events(adk_server, "gda_agent", session.session_id) == 1  # sent exactly once
@@ -98,6 +99,39 @@ def test_slow_agent_times_out(adk_server, demo_sandbox):
 def test_run_sse_endpoint(adk_server, demo_sandbox):
     conv = run_conversation(make_item(ambiguous=True), adk_parts(adk_server, demo_sandbox, "input_agent", endpoint="run_sse"))
     assert conv.outcome is Outcome.SCORED and [t.reply.kind.value for t in conv.turns] == ["clarification", "sql"]
+
+
+def test_the_agent_learns_its_database_from_session_state(adk_server, demo_sandbox):
+    """Each session is created with the item's database and dialect (model_config.session_state);
+    an agent that reads them there answers, and without them it cannot."""
+    parts = adk_parts(adk_server, demo_sandbox, "state_agent")
+    conv = run_conversation(make_item(), parts)
+    assert conv.outcome is Outcome.SCORED and conv.phases[0].scores["exec_match"].passed, conv.turns[0].reply
+    session = parts.agent.open_session(conv)  # what the server holds for a session of this item
+    with httpx.Client(base_url=adk_server) as client:
+        state = client.get(f"/apps/state_agent/users/evalbench/sessions/{session.session_id}").json()["state"]
+    session.close()
+    assert state == {"database": "greenleaf", "dialect": "postgres"}
+    blind = run_conversation(make_item(), adk_parts(adk_server, demo_sandbox, "state_agent", session_state={}))
+    assert not blind.phases[0].scores["exec_match"].passed
+    assert "do not know which database" in blind.turns[0].reply.text
+
+
+def test_session_state_is_a_template_over_the_item() -> None:
+    from evalbench.session_state import check_template, render_state
+
+    deleted = Ambiguity(term="big", kind="knowledge", knowledge_id=9)  # the agent must ask about it
+    item = make_item("t7", ambiguous=True).model_copy(update={"external_knowledge": [4, "2", "x", 9],
+                                                              "ambiguities": [deleted]})
+    template = {"db": "{database}@{dialect}", "ids": "{knowledge_ids}", "nested": ["{item_id}", {"n": 3}], "lit": "{{x}}",
+                "schema": "{schema}"}
+    rendered = render_state(template, item, lambda dialect, database: f"schema of {database} ({dialect})")
+    assert rendered == {"db": "greenleaf@postgres", "ids": [2, 4], "nested": ["t7", {"n": 3}], "lit": "{x}",
+                        "schema": "schema of greenleaf (postgres)"}
+    with pytest.raises(ValueError, match=r"session_state.nested\[0\]: unknown placeholder \{host\}"):
+        check_template({"nested": ["{host}"]})
+    with pytest.raises(ValueError, match="session_state"):
+        AdkAgentConfig(agent="adk", base_url="http://x", app_name="a", session_state={"db": "{database.name}"})
 
 
 def test_full_run_over_the_demo_dataset(adk_server, tmp_path, pgdata):

@@ -31,6 +31,7 @@ from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bou
 from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
+from evalbench.session_state import render_state
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class AdkAgent:
 
     def __init__(self, config: AdkAgentConfig, context: AgentContext) -> None:
         self.config = config
+        self.context = context
         self.sticky = config.session == "sticky"
         self.limiter = CallLimiter(config.execs_per_minute, config.max_concurrency)
         self.rng = random.Random(context.seed)
@@ -72,12 +74,15 @@ class AdkAgent:
             "endpoint": c.endpoint, "session": c.session, "reply": c.reply.model_dump(),
             "header_names": sorted(c.headers), "read_timeout_s": c.read_timeout_s,
             "execs_per_minute": c.execs_per_minute, "max_concurrency": c.max_concurrency,
+            "session_state": c.session_state,
         }
 
     def open_session(self, conversation: Conversation) -> AdkSession:
         session = AdkSession(self)
+        # the session's initial state (ADK's CreateSessionRequest.state): where the agent is
+        body = {"state": render_state(self.config.session_state, conversation.item, self.context.schema)} if self.config.session_state else {}
         try:
-            response = session.request("POST", self.sessions_path, json={})
+            response = session.request("POST", self.sessions_path, json=body)
             session.session_id = str(response.json().get("id") or "")
             if not session.session_id:
                 raise TurnFailed(f"session creation returned no id: {response.text[:_BODY_KEPT]}", "protocol", False)
