@@ -3,9 +3,16 @@ results of read-only queries through its sandbox (the simulated agents ask for t
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from evalbench.errors import EvalbenchError
+from evalbench.execution_result import ExecutionResult
+from evalbench.tables import TableInfo, read_tables
+
+log = logging.getLogger(__name__)
 
 
 class SchemaCatalog:
@@ -33,6 +40,8 @@ class QueryCatalog:
 
     def __init__(self) -> None:
         self._sandboxes: dict[tuple[str, str], Any] = {}
+        self._tables: dict[tuple[str, str], list[TableInfo]] = {}
+        self._lock = threading.Lock()
 
     def register(self, dialect: str, database: str, sandbox: Any) -> None:
         self._sandboxes[(dialect, database)] = sandbox
@@ -43,3 +52,22 @@ class QueryCatalog:
             return None
         result = sandbox.execute(sql, mode="read")
         return None if result.error is not None or result.truncated else result.rows
+
+    def execute(self, dialect: str, database: str, sql: str) -> ExecutionResult | None:
+        """``sql`` run in read mode (a write is refused by the sandbox); None: unknown database."""
+        sandbox = self._sandboxes.get((dialect, database))
+        return None if sandbox is None else sandbox.execute(sql, mode="read")
+
+    def tables(self, dialect: str, database: str) -> list[TableInfo]:
+        """The database's tables, read once (the first asker waits; [] for an unknown database or
+        one whose tables cannot be listed)."""
+        key = (dialect, database)
+        with self._lock:
+            if key not in self._tables:
+                sandbox = self._sandboxes.get(key)
+                try:
+                    self._tables[key] = read_tables(sandbox) if sandbox is not None else []
+                except EvalbenchError as exc:
+                    log.warning("%s/%s: the discovery tools cannot list its tables: %s", dialect, database, exc)
+                    self._tables[key] = []
+            return self._tables[key]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from evalbench.config_types import ExistingPath, GenaiClientOptions, ResolvedPath, StrictModel
 from evalbench.plugin_config import PluginAgentConfig, discriminated
@@ -34,6 +34,22 @@ SessionMode = Literal["sticky", "per_turn"]
 _SESSION_HELP = "per_turn opens a new session every turn: only to show how an agent that forgets fails"
 
 
+# The read-only discovery tools an agent may be given (evalbench.agents.tools; docs/tools.md).
+DiscoveryTool = Literal["list_tables", "describe_table", "sample_rows", "search_knowledge", "run_sql"]
+_TOOLS_HELP = ("read-only discovery tools offered to the agent: list_tables, describe_table, sample_rows, "
+               "search_knowledge; run_sql makes the run_sql tool show the agent its rows (docs/tools.md)")
+
+
+class ToolLimits(StrictModel):
+    """Caps of the discovery tools: what one call returns and how many calls a turn or a conversation may make."""
+
+    max_rows: int = Field(20, ge=1, le=1000, description="rows one sample_rows or run_sql call returns")
+    max_bytes: int = Field(8192, ge=256, le=1_000_000, description="bytes (JSON) of one tool result; rows are cut to fit")
+    max_results: int = Field(5, ge=1, le=50, description="entries one search_knowledge call returns")
+    per_turn: int = Field(8, ge=1, description="tool calls in one turn; more are refused and the agent must answer")
+    per_conversation: int = Field(24, ge=1, description="tool calls in one conversation")
+
+
 class SimulatedAgentConfig(StrictModel):
     """Offline agents: ``simulated:oracle`` answers with the golden SQL; ``simulated:noisy`` is seeded
     and fails in realistic ways at the configured rates."""
@@ -46,6 +62,11 @@ class SimulatedAgentConfig(StrictModel):
         default_factory=dict,
         description="noisy agent: probability of each failure kind per phase (see docs/agents.md)",
     )
+    tools: list[DiscoveryTool] = Field(
+        default_factory=list,
+        description="discovery tools the agent uses: with search_knowledge it looks up the knowledge an item cites, "
+                    "without it it guesses (docs/tools.md)")
+    tool_limits: ToolLimits = Field(ToolLimits(), description="caps of the discovery tools")
 
     @field_validator("failure_rates")
     @classmethod
@@ -143,6 +164,14 @@ class ChatAgentOptions(StrictModel):
     max_concurrency: int | None = Field(None, ge=1, description="model calls in flight at once")
     retry: RetryConfig = Field(RetryConfig(), description="retries of rate-limited or unavailable calls")
     session: SessionMode = Field("sticky", description=_SESSION_HELP)
+    tools: list[DiscoveryTool] = Field(default_factory=list, description=_TOOLS_HELP)
+    tool_limits: ToolLimits = Field(ToolLimits(), description="caps of the discovery tools")
+
+    @model_validator(mode="after")
+    def _tools_need_function_calling(self) -> ChatAgentOptions:
+        if self.tools and self.clarification != "function_calling":
+            raise ValueError("tools need clarification: function_calling (the model calls them as functions)")
+        return self
 
 
 class GeminiAgentConfig(ChatAgentOptions, GenaiClientOptions):

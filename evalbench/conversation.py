@@ -86,6 +86,10 @@ class ToolCall:
     args: dict[str, Any] = field(default_factory=dict)
     response: Any = None
     id: str | None = None
+    # set when the harness ran the call (a discovery tool): ok | error | budget (refused: over the budget)
+    outcome: str | None = None
+    latency_s: float | None = None
+    result_bytes: int | None = None
 
 
 @dataclass

@@ -182,7 +182,8 @@ def build_parts(config: RunConfig, items: Items) -> RunParts:
     schemas, queries = SchemaCatalog(), QueryCatalog()
     try:
         plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, items.scan.format)
-        context = AgentContext(seed=config.seed, schema=schemas, knowledge=items.knowledge, query=queries)
+        context = AgentContext(seed=config.seed, schema=schemas, knowledge=items.knowledge, query=queries,
+                               execute=queries.execute, tables=queries.tables)
         agent = build_agent(config.agent, context)
         vuser = build_vuser(config.vuser, config.seed, items.knowledge)
         scorers = plan.build()

@@ -18,6 +18,8 @@ from evalbench.registry import Registry
 if TYPE_CHECKING:
     from evalbench.conversation import Conversation
     from evalbench.dataset.knowledge import Knowledge
+    from evalbench.execution_result import ExecutionResult
+    from evalbench.tables import TableInfo
 
 __all__ = ["AGENTS", "Agent", "AgentContext", "AgentFactory", "AgentSession", "build_agent"]
 
@@ -43,6 +45,14 @@ def _no_query(dialect: str, database: str, sql: str) -> list[tuple[Any, ...]] | 
     return None
 
 
+def _no_execute(dialect: str, database: str, sql: str) -> ExecutionResult | None:
+    return None
+
+
+def _no_tables(dialect: str, database: str) -> list[TableInfo]:
+    return []
+
+
 @dataclass(frozen=True)
 class AgentContext:
     """What the run gives an agent besides its config."""
@@ -53,6 +63,10 @@ class AgentContext:
     # (dialect, database, sql) -> rows, read-only through the sandbox (None: failed or unknown
     # database); for offline agents that answer in words
     query: Callable[[str, str, str], list[tuple[Any, ...]] | None] = _no_query
+    # for the discovery tools: (dialect, database, sql) -> the result of a read-only execution
+    # through the sandbox (None: unknown database), and (dialect, database) -> its tables
+    execute: Callable[[str, str, str], ExecutionResult | None] = _no_execute
+    tables: Callable[[str, str], list[TableInfo]] = _no_tables
 
 
 AgentFactory = Callable[[Any, AgentContext], Agent]  # (agent config, context) -> Agent

@@ -54,6 +54,7 @@ from evalbench import deadline
 from evalbench.agents import AgentContext
 from evalbench.agents.config import ChatAgentOptions, default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
+from evalbench.agents.tools import RUN_SQL_NOTE, Toolbox, ToolKit, tool_specs
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
 from evalbench.dataset import Item
 from evalbench.errors import ConfigError
@@ -70,10 +71,11 @@ BODY_KEPT = 2_000  # characters of an error body kept in the error message
 TOOLS: list[dict[str, Any]] = [
     {
         "name": RUN_SQL,
-        "description": "Run ONE PostgreSQL statement that answers the user's request. Its result is shown to the user.",
+        "description": "Run ONE SQL statement (in the database's dialect) that answers the user's request. "
+                       "Its result is shown to the user.",
         "parameters": {
             "type": "object",
-            "properties": {"sql": {"type": "string", "description": "the complete PostgreSQL statement"}},
+            "properties": {"sql": {"type": "string", "description": "the complete statement"}},
             "required": ["sql"],
         },
     },
@@ -206,11 +208,13 @@ def classify(text: str, calls: list[ToolCall]) -> AgentReply:
 
 class CallFailed(Exception):
     """A model call failed. ``kind`` becomes the reply's error_kind; ``retryable`` says whether
-    it may be sent again (429, 503, connection errors)."""
+    it may be sent again (429, 503, connection errors). ``calls``: the tool calls the turn had
+    made before it failed (they are recorded on the error reply)."""
 
     def __init__(self, message: str, kind: str, retryable: bool = False, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.kind, self.retryable, self.retry_after = kind, retryable, retry_after
+        self.calls: list[ToolCall] = []
 
 
 def transport_failure(exc: BaseException, base_url: str, timeout_s: float) -> CallFailed | None:
@@ -258,6 +262,17 @@ def truncate(text: str | None, limit: int = RAW_MAX_CHARS) -> str | None:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
 
 
+def offered_tools(toolkit: ToolKit | None) -> list[dict[str, Any]]:
+    """run_sql and ask_user, then the configured discovery tools; run_sql says it shows its rows
+    when the kit runs it."""
+    if toolkit is None:
+        return TOOLS
+    run_sql = dict(TOOLS[0])
+    if toolkit.executes_sql:
+        run_sql["description"] = run_sql["description"].replace("Its result is shown to the user.", RUN_SQL_NOTE)
+    return [run_sql, TOOLS[1], *tool_specs(sorted(toolkit.names))]
+
+
 # --------------------------------------------------------------------------- agent and session
 
 
@@ -276,6 +291,8 @@ class ChatAgent:
         self.rng = random.Random(context.seed)
         self.prompt_path, self.template = load_template(config)
         self.function_calling = config.clarification == "function_calling"
+        self.toolkit = ToolKit(config.tools, config.tool_limits, context) if config.tools else None
+        self.tool_specs = offered_tools(self.toolkit)
 
     # ------------------------------------------------------------------ backend hooks
 
@@ -305,7 +322,8 @@ class ChatAgent:
         )
 
     def open_session(self, conversation: Conversation) -> ChatSession:
-        return ChatSession(self, self.system_prompt(conversation.item))
+        toolbox = self.toolkit.session(conversation.item) if self.toolkit is not None else None
+        return ChatSession(self, self.system_prompt(conversation.item), toolbox=toolbox)
 
     def describe(self) -> dict[str, Any]:
         c = self.config
@@ -316,10 +334,12 @@ class ChatAgent:
             "system_prompt_sha256": hashlib.sha256(self.template.encode()).hexdigest(),
             "session": c.session, "timeout_s": c.timeout_s, "execs_per_minute": c.execs_per_minute,
             "max_concurrency": c.max_concurrency, "retry": c.retry.model_dump(),
+            **({"tools": list(c.tools), "tool_limits": c.tool_limits.model_dump()} if c.tools else {}),
         }
 
     def close(self) -> None:
-        pass
+        if self.toolkit is not None:
+            self.toolkit.close()
 
     # ------------------------------------------------------------------ calls with retries
 
@@ -351,6 +371,7 @@ class ChatSession:
     agent: ChatAgent
     system: str
     history: list[Any] = field(default_factory=list)
+    toolbox: Toolbox | None = None  # the discovery tools of this conversation (tools: in the config)
     pending: list[ToolCall] = field(default_factory=list)  # the last reply's tool calls, awaiting results
     answered_by_tool: bool = False  # the last reply asked through ask_user: the next text is its result
 
@@ -358,29 +379,69 @@ class ChatSession:
         started = time.perf_counter()
         results = self._results(text)
         messages = self.agent.user_messages(None if self.answered_by_tool else text, results)
+        mark = len(self.history)
         self.history.extend(messages)
         waited = 0.0
         try:
-            turn, waited = self.agent.call_with_retries(self.system, self.history)
-            reply = classify(turn.text, turn.calls)
+            turn, calls, usage, waited = self._turn()
+            # a question asked after exploring queries is a question: the turn's last reply decides
+            reply = classify(turn.text, turn.calls if any(c.name == ASK_USER for c in turn.calls) else calls)
+            reply.tool_calls = calls
         except CallFailed as failure:
-            reply, turn = AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind), None
+            reply, turn, usage = AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind), None, None
+            reply.tool_calls = list(failure.calls)
         except Exception as exc:  # a bug reading a response: still a turn error, never raised
             log.warning("%s: reading the model's reply failed", self.agent.name, exc_info=True)
-            reply, turn = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}", error_kind="protocol"), None
-        if turn is not None:
-            reply.usage = turn.usage
+            reply, turn, usage = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}", error_kind="protocol"), None, None
+        if turn is not None and usage is not None:
+            reply.usage = usage
             reply.raw = turn.raw
             if reply.kind is ReplyKind.ERROR and turn.finish_reason:
                 reply.error = f"{reply.error} (finish reason: {turn.finish_reason})"
         if reply.kind is ReplyKind.ERROR or turn is None:
-            del self.history[len(self.history) - len(messages):]  # the turn never happened
+            del self.history[mark:]  # the turn never happened
+            self.pending = []
         else:
             self.history.append(turn.native)
             self.pending = list(turn.calls)
             self.answered_by_tool = reply.kind is ReplyKind.CLARIFICATION and any(c.name == ASK_USER for c in turn.calls)
         reply.latency_s = time.perf_counter() - started - waited
         return reply
+
+    def _turn(self) -> tuple[ModelTurn, list[ToolCall], TokenUsage, float]:
+        """Model calls until the model answers: each reply that calls only tools the harness runs
+        gets their results and the model is called again. Returns the last model turn, every
+        tool call of the turn, the summed token usage and the seconds waited for the limiter."""
+        toolbox = self.toolbox
+        if toolbox is not None:
+            toolbox.start_turn()
+        calls: list[ToolCall] = []
+        usage = TokenUsage()
+        waited = 0.0
+        for _ in range(self.max_model_calls()):
+            try:
+                turn, wait = self.agent.call_with_retries(self.system, self.history)
+            except CallFailed as failure:
+                failure.calls = calls
+                raise
+            waited += wait
+            calls.extend(turn.calls)
+            usage.prompt, usage.completion = usage.prompt + turn.usage.prompt, usage.completion + turn.usage.completion
+            usage.total += turn.usage.total
+            if toolbox is None or not _explores(turn.calls, toolbox):
+                return turn, calls, usage, waited
+            self.history.append(turn.native)
+            results = [ToolResult(c, toolbox.run(c) if toolbox.kit.runs(c) else _not_run(c)) for c in turn.calls]
+            self.history.extend(self.agent.user_messages(None, results))
+        over = CallFailed(f"the model kept calling tools past the turn's budget "
+                          f"({self.agent.config.tool_limits.per_turn} calls)", "tool_budget")
+        over.calls = calls
+        raise over
+
+    def max_model_calls(self) -> int:
+        """Model calls in one turn: one, or with tools the budget's calls plus two (one reply after
+        the last allowed call, one after the refusal that says to answer)."""
+        return 1 if self.toolbox is None else self.agent.config.tool_limits.per_turn + 2
 
     def _results(self, text: str) -> list[ToolResult]:
         """The results of the previous reply's tool calls, given with this message."""
@@ -390,6 +451,8 @@ class ChatSession:
                 response = {"answer": text} if self.answered_by_tool else QUESTION_SKIPPED
             elif call.name == RUN_SQL:
                 response = SQL_RESULT if _arg(call, "sql") else {"error": "no sql given: nothing was run"}
+            elif self.toolbox is not None and self.toolbox.kit.runs(call):
+                response = {"error": "not run: it came with your question or your answer, which ended the turn"}
             else:
                 response = {"error": f"unknown tool {call.name!r}: use run_sql or ask_user"}
             call.response = response
@@ -399,6 +462,20 @@ class ChatSession:
     def close(self) -> None:
         self.history.clear()
         self.pending = []
+
+
+def _explores(calls: list[ToolCall], toolbox: Toolbox) -> bool:
+    """Whether a model reply goes on exploring: it calls a tool the harness runs and nothing that
+    ends the turn (ask_user; run_sql when its rows are not shown)."""
+    if not any(toolbox.kit.runs(c) for c in calls):
+        return False
+    return not any(c.name == ASK_USER or (c.name == RUN_SQL and not toolbox.kit.runs(c)) for c in calls)
+
+
+def _not_run(call: ToolCall) -> dict[str, Any]:
+    response = {"error": f"unknown tool {call.name!r}: not run"}
+    call.response, call.outcome = response, "error"
+    return response
 
 
 def json_args(arguments: Any) -> dict[str, Any]:

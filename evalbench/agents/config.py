@@ -11,6 +11,7 @@ from evalbench.config_agents import (
     AdkAgentConfig,
     AgentConfig,
     ChatAgentOptions,
+    DiscoveryTool,
     GeminiAgentConfig,
     OpenAICompatAgentConfig,
     PredictionsAgentConfig,
@@ -19,6 +20,7 @@ from evalbench.config_agents import (
     RetryConfig,
     SessionMode,
     SimulatedAgentConfig,
+    ToolLimits,
     default_prompt,
 )
 
@@ -27,6 +29,7 @@ __all__ = [
     "AdkAgentConfig",
     "AgentConfig",
     "ChatAgentOptions",
+    "DiscoveryTool",
     "GeminiAgentConfig",
     "OpenAICompatAgentConfig",
     "PredictionsAgentConfig",
@@ -35,5 +38,6 @@ __all__ = [
     "RetryConfig",
     "SessionMode",
     "SimulatedAgentConfig",
+    "ToolLimits",
     "default_prompt",
 ]

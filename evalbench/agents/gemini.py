@@ -23,7 +23,6 @@ from google.genai import types
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.chat import (
     BODY_KEPT,
-    TOOLS,
     ChatAgent,
     ModelTurn,
     ToolResult,
@@ -37,19 +36,20 @@ from evalbench.genai_client import first_candidate, generate, make_genai_client
 
 
 def _schema(spec: dict[str, Any]) -> types.Schema:
-    """Our JSON-Schema tool parameters as a Gemini ``Schema`` (objects of strings suffice)."""
+    """Our JSON-Schema tool parameters as a Gemini ``Schema`` (objects of strings and integers suffice)."""
     if spec.get("type") == "object":
         return types.Schema(
             type=types.Type.OBJECT,
             properties={name: _schema(prop) for name, prop in spec.get("properties", {}).items()},
             required=list(spec.get("required", [])),
         )
-    return types.Schema(type=types.Type.STRING, description=spec.get("description"))
+    kind = types.Type.INTEGER if spec.get("type") == "integer" else types.Type.STRING
+    return types.Schema(type=kind, description=spec.get("description"))
 
 
-FUNCTION_DECLARATIONS = [
-    types.FunctionDeclaration(name=t["name"], description=t["description"], parameters=_schema(t["parameters"])) for t in TOOLS
-]
+def function_declarations(specs: list[dict[str, Any]]) -> list[types.FunctionDeclaration]:
+    return [types.FunctionDeclaration(name=t["name"], description=t["description"], parameters=_schema(t["parameters"]))
+            for t in specs]
 
 
 class GeminiAgent(ChatAgent):
@@ -60,7 +60,7 @@ class GeminiAgent(ChatAgent):
         self.config: GeminiAgentConfig = config
         made = make_genai_client(config, who="gemini agent", config_key="model_config")
         self.client, self.project, self.location = made.client, made.project, made.location
-        tools = [types.Tool(function_declarations=FUNCTION_DECLARATIONS)] if self.function_calling else None
+        tools = [types.Tool(function_declarations=function_declarations(self.tool_specs))] if self.function_calling else None
         self._base_config: dict[str, Any] = dict(
             temperature=config.temperature,
             seed=self.seed,

@@ -2,8 +2,8 @@
 
 Each turn is one ``POST {base_url}/chat/completions`` with ``model``, ``messages`` (the system
 prompt, then the whole history), ``temperature``, ``seed``, ``max_tokens`` and — with
-``clarification: function_calling`` — ``tools`` (``run_sql`` / ``ask_user`` in the OpenAI
-function format). ``choices[0].message`` is read (``content``; ``tool_calls[].function.{name,
+``clarification: function_calling`` — ``tools`` (``run_sql`` / ``ask_user`` and the configured discovery tools in the
+OpenAI function format). ``choices[0].message`` is read (``content``; ``tool_calls[].function.{name,
 arguments}``, arguments being a JSON string) and ``usage.{prompt,completion,total}_tokens``.
 Tool results go back as ``role: tool`` messages. A bearer token is read from ``api_key_env``
 when set; ``headers`` are added to every request and never written out.
@@ -21,7 +21,6 @@ import httpx
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.chat import (
     BODY_KEPT,
-    TOOLS,
     CallFailed,
     ChatAgent,
     ModelTurn,
@@ -36,8 +35,6 @@ from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
 from evalbench.errors import ConfigError
-
-OPENAI_TOOLS = [{"type": "function", "function": tool} for tool in TOOLS]
 
 
 class OpenAICompatAgent(ChatAgent):
@@ -59,6 +56,7 @@ class OpenAICompatAgent(ChatAgent):
             timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 10.0)),
             transport=deadline_transport(),  # the conversation deadline bounds the whole reply
         )
+        self.openai_tools = [{"type": "function", "function": tool} for tool in self.tool_specs]
 
     @property
     def endpoint(self) -> str:
@@ -132,7 +130,7 @@ class OpenAICompatAgent(ChatAgent):
         if c.max_output_tokens is not None:
             body["max_tokens"] = c.max_output_tokens
         if self.function_calling:
-            body["tools"] = OPENAI_TOOLS
+            body["tools"] = self.openai_tools
         try:
             response = request_bounded(self.client, "POST", "chat/completions", json=body)
         except httpx.HTTPError as exc:

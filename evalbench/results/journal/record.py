@@ -335,12 +335,30 @@ def _tool_call(call: Any, caps: Caps) -> dict[str, Any]:
         name, args, response, call_id = call.name, call.args, call.response, call.id
     else:  # not a ToolCall: kept as a tool call with its text as arguments
         name, args, response, call_id = type(call).__name__, call, None, None
-    return {
+    record = {
         "name": _clip(name, 1024),
         "args": bounded(args, caps.tool_payload)[0],
         "response": bounded(response, caps.tool_payload)[0],
         "id": _clip(call_id, 1024),
     }
+    if isinstance(call, ToolCall) and call.outcome is not None:  # run by the harness (a discovery tool)
+        record |= {"outcome": _clip(call.outcome, 64), "latency_s": round(call.latency_s or 0.0, 6),
+                   "result_bytes": call.result_bytes}
+    return record
+
+
+def tool_counts(conv: Conversation) -> dict[str, int] | None:
+    """Discovery tool calls the harness ran for the conversation (calls, errors, calls refused
+    over the budget), counted before any cap drops a call from the record; None without any."""
+    counts = {"calls": 0, "errors": 0, "budget": 0}
+    for turn in conv.turns:
+        for call in turn.reply.tool_calls if turn.reply is not None else ():
+            outcome = getattr(call, "outcome", None)
+            if outcome is not None:
+                counts["calls"] += 1
+                counts["errors"] += outcome == "error"
+                counts["budget"] += outcome == "budget"
+    return counts if counts["calls"] else None
 
 
 def reply_record(reply: AgentReply | None, caps: Caps = CAPS) -> dict[str, Any] | None:
@@ -489,6 +507,9 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
         "reward": reward(conv),
         "leaks": sum(1 for t in conv.turns if t.vuser is not None and t.vuser.audit.get("leaks")),
     }, caps.text)
+    tools = tool_counts(conv)
+    if tools is not None:
+        record["tools"] = tools
     record["turns"] = [turn_record(t, caps) for t in conv.turns]
     record["phases"] = [phase_record(p, preview_rows, caps, hashes) for p in conv.phases]
     return record

@@ -180,6 +180,8 @@ def _turn_lines(turn: dict[str, Any], following: dict[str, Any] | None, width: i
         for call in reply.get("tool_calls") or []:
             args = json.dumps(call.get("args") or {}, ensure_ascii=False, default=str)
             line = f"tool call {call.get('name')}({args})"
+            if call.get("outcome"):  # run by the harness: how it went, how long, how much it returned
+                line += f" [{call['outcome']}, {call.get('latency_s') or 0:.3f} s, {call.get('result_bytes') or 0} B]"
             if call.get("response") is not None:
                 line += " → " + json.dumps(call["response"], ensure_ascii=False, default=str)
             out.extend(_wrap(_clip(line, 500), width, "      "))

@@ -445,7 +445,9 @@ JS = r"""
     if (rep.text) box.appendChild(el("div", { class: "text", text: rep.text }));
     if (rep.sql) box.appendChild(el("pre", { class: "sql" }, el("code", { text: rep.sql })));
     (rep.tool_calls || []).forEach(function (c) {
-      box.appendChild(el("details", { class: "tool" }, el("summary", {}, "tool call ", el("code", { text: c.name })),
+      var ran = c.outcome ? " \u00b7 " + c.outcome + " \u00b7 " + secs(c.latency_s) + " \u00b7 " + (c.result_bytes || 0) + " B" : "";
+      box.appendChild(el("details", { class: "tool" + (c.outcome && c.outcome !== "ok" ? " bad" : "") },
+        el("summary", {}, "tool call ", el("code", { text: c.name }), el("span", { class: "extra", text: ran })),
         el("div", { class: "sub", text: "arguments" }), el("pre", {}, el("code", { text: json(c.args) })),
         c.response === null || c.response === undefined ? null
           : [el("div", { class: "sub", text: "response" }), el("pre", {}, el("code", { text: json(c.response) }))]));

@@ -96,6 +96,8 @@ class SummaryBuilder:
         self.clarifications = 0
         self.sessions_opened = 0
         self.tokens: Counter[str] = Counter()
+        self.tools: Counter[str] = Counter()  # discovery tool calls, errors, refusals over the budget
+        self.tool_items = 0  # conversations that called a discovery tool
         self.agent_latency_s = 0.0
         self.agent_calls = 0
         self.conversation_s = 0.0
@@ -124,6 +126,10 @@ class SummaryBuilder:
         self.turns += len(record["turns"])
         self.sessions_opened += record.get("sessions_opened", 0)
         self.tokens.update(record.get("tokens") or {})
+        if record.get("tools"):
+            self.tools.update(record["tools"])
+            self.tool_items += 1
+            self.tools["out_of_budget"] += bool(record["tools"].get("budget"))
         self.reward += record.get("reward") or 0.0
         self.leaking_replies += record.get("leaks") or 0
         self.conversation_s += record.get("elapsed_s") or 0.0
@@ -191,6 +197,13 @@ class SummaryBuilder:
             entry["not_judged"] = counts["not_judged"]
         return entry
 
+    def _tools(self, judged: int) -> dict[str, Any]:
+        """Discovery tool metrics: calls (and per conversation held), errors, conversations that ran
+        out of budget."""
+        return {"calls": self.tools["calls"], "mean_calls": round(self.tools["calls"] / judged, 3) if judged else None,
+                "errors": self.tools["errors"], "budget_refusals": self.tools["budget"],
+                "conversations_with_calls": self.tool_items, "conversations_out_of_budget": self.tools["out_of_budget"]}
+
     def result(self, **extra: Any) -> dict[str, Any]:
         scorers: dict[str, dict[str, Any]] = {}
         phase_order = {"main": 0, "follow_up": 1}
@@ -236,6 +249,7 @@ class SummaryBuilder:
                 "mean_agent_latency_s": round(self.agent_latency_s / self.agent_calls, 6) if self.agent_calls else None,
                 "conversation_seconds": round(self.conversation_s, 3),
                 "tokens": dict(self.tokens),
+                **({"tools": self._tools(judged)} if self.tools else {}),
             },
             **({"trials": self.trials.result()} if self.trials is not None else {}),
             **extra,

@@ -1,0 +1,253 @@
+"""Read-only discovery tools for the built-in agents (``tools:`` in their config; docs/tools.md).
+
+``list_tables``, ``describe_table(table)``, ``sample_rows(table, limit)``,
+``search_knowledge(query, limit)`` and — when ``run_sql`` is listed — the rows of the agent's own
+``run_sql`` queries. Every call is run here, by the harness, never by the model's server:
+
+- SQL runs through the database's sandbox in **read** mode (a write is refused there, as agent
+  SQL always is); ``sample_rows`` only names a table the database has, quoted.
+- A result holds at most ``tool_limits.max_rows`` rows and ``max_bytes`` bytes of JSON (rows are
+  cut to fit, and the result says so).
+- A conversation may make ``per_conversation`` calls and a turn ``per_turn``; a call beyond either
+  is not run and its result says to answer now (outcome ``budget``).
+- ``search_knowledge`` is BM25 over the database's knowledge entries and columns
+  (:mod:`evalbench.knowledge_index`), leaving out the entries the item's ambiguities deleted: the
+  agent is meant to ask the user about those.
+
+Each call is recorded on the reply's :class:`ToolCall` (response, outcome, latency, result size)
+and so in the journal, the report and ``explain``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from evalbench.agents import AgentContext
+from evalbench.agents.config import ToolLimits
+from evalbench.conversation import ToolCall
+from evalbench.dataset import Item
+from evalbench.execution_result import ExecutionResult
+from evalbench.knowledge_index import KnowledgeIndex, column_documents, knowledge_documents
+from evalbench.tables import TableInfo, quote_table
+
+RUN_SQL = "run_sql"
+
+_TABLE = {"table": {"type": "string", "description": "the table's name, as list_tables gives it"}}
+SPECS: dict[str, dict[str, Any]] = {
+    "list_tables": {
+        "name": "list_tables",
+        "description": "List the database's tables with their row counts.",
+        "parameters": {"type": "object", "properties": {}, "required": []},
+    },
+    "describe_table": {
+        "name": "describe_table",
+        "description": "Describe one table: its columns and their types, its row count, and the ids of the knowledge "
+                       "entries that mention it.",
+        "parameters": {"type": "object", "properties": _TABLE, "required": ["table"]},
+    },
+    "sample_rows": {
+        "name": "sample_rows",
+        "description": "Show the first rows of one table.",
+        "parameters": {"type": "object", "properties": _TABLE | {
+            "limit": {"type": "integer", "description": "how many rows (default 5)"}}, "required": ["table"]},
+    },
+    "search_knowledge": {
+        "name": "search_knowledge",
+        "description": "Search the database's documentation — its knowledge base of domain definitions and its columns "
+                       "— by keywords; returns the best matches.",
+        "parameters": {"type": "object", "properties": {
+            "query": {"type": "string", "description": "keywords, e.g. a term of the request"},
+            "limit": {"type": "integer", "description": "how many results (default 5)"}}, "required": ["query"]},
+    },
+}
+RUN_SQL_NOTE = ("With this tool you see the rows of your query; you may run several, and the last statement you "
+                "run is your answer.")
+
+
+def tool_specs(names: Sequence[str]) -> list[dict[str, Any]]:
+    """The specs of the configured tools offered besides run_sql and ask_user, in a neutral form."""
+    return [SPECS[n] for n in names if n in SPECS]
+
+
+class ToolKit:
+    """The discovery tools of one agent: its config, and the knowledge indexes it built (one per
+    database, shared by its sessions)."""
+
+    def __init__(self, names: Sequence[str], limits: ToolLimits, context: AgentContext) -> None:
+        self.names = frozenset(names)
+        self.limits = limits
+        self.context = context
+        self.executes_sql = RUN_SQL in self.names
+        self._indexes: dict[tuple[str, str], KnowledgeIndex] = {}
+        self._lock = threading.Lock()
+
+    def runs(self, call: ToolCall) -> bool:
+        """Whether this kit runs ``call`` (a discovery tool it has; run_sql when it shows rows)."""
+        return call.name in self.names and (call.name in SPECS or self.executes_sql)
+
+    def index(self, item: Item) -> KnowledgeIndex:
+        key = (item.dialect, item.database)
+        with self._lock:
+            if key not in self._indexes:
+                documents = knowledge_documents(self.context.knowledge.get(item.database, {}))
+                documents += column_documents(self.context.tables(*key))
+                self._indexes[key] = KnowledgeIndex(documents)
+            return self._indexes[key]
+
+    def session(self, item: Item) -> Toolbox:
+        return Toolbox(self, item)
+
+    def close(self) -> None:
+        with self._lock:
+            for index in self._indexes.values():
+                index.close()
+            self._indexes.clear()
+
+
+class Toolbox:
+    """The tools of one conversation: its item, and the calls it made (for the budgets)."""
+
+    def __init__(self, kit: ToolKit, item: Item) -> None:
+        self.kit, self.item = kit, item
+        self.calls_in_conversation = 0
+        self.calls_in_turn = 0
+        self.exhausted = False  # a call of this turn was refused over the budget
+
+    def start_turn(self) -> None:
+        self.calls_in_turn = 0
+        self.exhausted = False
+
+    def run(self, call: ToolCall) -> dict[str, Any]:
+        """Run ``call``; its response, outcome, latency and result size are set on it."""
+        started = time.perf_counter()
+        limits = self.kit.limits
+        if self.calls_in_turn >= limits.per_turn or self.calls_in_conversation >= limits.per_conversation:
+            which = "turn" if self.calls_in_turn >= limits.per_turn else "conversation"
+            self.exhausted = True
+            response: dict[str, Any] = {"error": f"tool budget exhausted ({which}): not run. Answer now with run_sql, "
+                                                 "or ask_user"}
+            outcome = "budget"
+        else:
+            self.calls_in_turn += 1
+            self.calls_in_conversation += 1
+            try:
+                response = self._dispatch(call.name, call.args if isinstance(call.args, dict) else {})
+            except _ToolError as exc:
+                response = {"error": str(exc)}
+            outcome = "error" if "error" in response else "ok"
+        response, size = _fit(response, limits.max_bytes)
+        call.response, call.outcome, call.result_bytes = response, outcome, size
+        call.latency_s = time.perf_counter() - started
+        return response
+
+    # ------------------------------------------------------------------ the tools
+
+    def _dispatch(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        if name == "list_tables":
+            return {"tables": [{"table": t.name, "rows": t.rows} for t in self._tables()]}
+        if name == "describe_table":
+            table = self._table(args)
+            return {"table": table.name, "rows": table.rows, "columns": [{"name": n, "type": k} for n, k in table.columns],
+                    "knowledge_ids": self._visible_knowledge(table)}
+        if name == "sample_rows":
+            table = self._table(args)
+            limit = _int_arg(args, "limit", 5, 1, self.kit.limits.max_rows)
+            return self._rows(f"SELECT * FROM {quote_table(table.name, self.item.dialect)} LIMIT {limit}")
+        if name == "search_knowledge":
+            return self._search(args)
+        if name == RUN_SQL:
+            sql = args.get("sql")
+            if not isinstance(sql, str) or not sql.strip():
+                raise _ToolError("no sql given: nothing was run")
+            return self._rows(sql)
+        raise _ToolError(f"unknown tool {name!r}")
+
+    def _tables(self) -> list[TableInfo]:
+        return self.kit.context.tables(self.item.dialect, self.item.database)
+
+    def _table(self, args: dict[str, Any]) -> TableInfo:
+        wanted = args.get("table")
+        if not isinstance(wanted, str) or not wanted.strip():
+            raise _ToolError("no table given")
+        tables = self._tables()
+        found = next((t for t in tables if t.name.lower() == wanted.strip().lower()), None)
+        if found is None:
+            known = ", ".join(t.name for t in tables[:50]) or "none"
+            raise _ToolError(f"no table {wanted!r} (tables: {known})")
+        return found
+
+    def _deleted(self) -> set[int]:
+        return {a.knowledge_id for a in self.item.ambiguities if a.knowledge_id is not None}
+
+    def _visible_knowledge(self, table: TableInfo) -> list[int]:
+        deleted = self._deleted()
+        return [i for i in table.knowledge_ids if i not in deleted]
+
+    def _search(self, args: dict[str, Any]) -> dict[str, Any]:
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise _ToolError("no query given")
+        limit = _int_arg(args, "limit", self.kit.limits.max_results, 1, self.kit.limits.max_results)
+        exclude = frozenset(("knowledge", str(i)) for i in self._deleted())
+        found = self.kit.index(self.item).search(query, limit, exclude)
+        return {"results": [{"kind": d.kind, **d.fields, "score": round(score, 4)} for d, score in found]}
+
+    def _rows(self, sql: str) -> dict[str, Any]:
+        result = self.kit.context.execute(self.item.dialect, self.item.database, sql)
+        if result is None:
+            raise _ToolError(f"the database {self.item.database!r} is not available")
+        return _result(result, self.kit.limits.max_rows)
+
+
+class _ToolError(Exception):
+    """A call that cannot be run as asked; its message is the tool's error result."""
+
+
+def _int_arg(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = args.get(name, default)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise _ToolError(f"{name} must be a whole number, got {value!r}") from None
+    return max(low, min(high, number))
+
+
+def _result(result: ExecutionResult, max_rows: int) -> dict[str, Any]:
+    if result.error is not None:
+        return {"error": result.error, "error_kind": result.error_kind}
+    rows = [[_cell(v) for v in row] for row in result.rows[:max_rows]]
+    truncated = result.truncated or len(result.rows) > max_rows
+    return {"columns": list(result.columns), "rows": rows, "truncated": truncated}
+
+
+def _cell(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(bytes(value))} bytes>"
+    return str(value)  # Decimal, dates, UUIDs...: as the database would print them
+
+
+def _fit(response: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], int]:
+    """``response`` cut to at most ``max_bytes`` of JSON (rows or results dropped from the end,
+    then long strings cut), with its size."""
+    text = json.dumps(response, ensure_ascii=False, default=str)
+    size = len(text.encode())
+    if size <= max_bytes:
+        return response, size
+    cut = dict(response, truncated=True)
+    for key in ("rows", "results", "tables", "columns"):
+        items = list(cut.get(key) or [])
+        while items and len(json.dumps(cut | {key: items}, ensure_ascii=False, default=str).encode()) > max_bytes:
+            items.pop()
+        if key in cut:
+            cut[key] = items
+    text = json.dumps(cut, ensure_ascii=False, default=str)
+    if len(text.encode()) > max_bytes:  # one huge value: say so rather than send a broken fragment
+        cut = {"error": f"the result is larger than {max_bytes} bytes even cut to nothing", "truncated": True}
+        text = json.dumps(cut)
+    return cut, len(text.encode())

@@ -1,0 +1,203 @@
+"""The discovery tools (evalbench.agents.tools) on the demo database behind a real sandbox, and
+the openai_compat agent using them against a local fake model server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from evalbench.agents import AgentContext, build_agent
+from evalbench.agents.config import OpenAICompatAgentConfig, ToolLimits
+from evalbench.agents.tools import ToolKit
+from evalbench.catalogs import QueryCatalog
+from evalbench.conversation import ReplyKind, ToolCall
+from evalbench.dataset.items import Ambiguity
+from evalbench.dataset.knowledge import load_knowledge
+from evalbench.knowledge_index import Document, KnowledgeIndex
+from evalbench.stages import new_conversation
+from tests.conftest import DEMO
+from tests.fake_llm_server import FakeLLMServer
+from tests.helpers import make_item
+
+KNOWLEDGE = load_knowledge(DEMO / "knowledge")
+
+
+@pytest.fixture(scope="module")
+def context(demo_sandbox) -> AgentContext:
+    catalog = QueryCatalog()
+    catalog.register("postgres", "greenleaf", demo_sandbox)
+    return AgentContext(seed=1, knowledge=KNOWLEDGE, query=catalog, execute=catalog.execute, tables=catalog.tables)
+
+
+def toolbox(context: AgentContext, *names: str, item: Any = None, **limits: Any):
+    kit = ToolKit(names or ("list_tables", "describe_table", "sample_rows", "search_knowledge", "run_sql"),
+                  ToolLimits(**limits), context)
+    return kit.session(item or make_item())
+
+
+def run(box: Any, name: str, **args: Any) -> tuple[dict[str, Any], ToolCall]:
+    call = ToolCall(name=name, args=args, id="c1")
+    return box.run(call), call
+
+
+def admin_rows(demo_sandbox: Any, sql: str) -> list[tuple[Any, ...]]:
+    result = demo_sandbox.execute(sql, mode="read")
+    assert result.error is None, result.error
+    return result.rows
+
+
+def test_list_and_describe_tables_match_the_database(context, demo_sandbox):
+    box = toolbox(context)
+    listed, call = run(box, "list_tables")
+    assert call.outcome == "ok" and call.result_bytes == len(json.dumps(listed, ensure_ascii=False).encode())
+    names = sorted(r[0] for r in admin_rows(demo_sandbox, "SELECT table_name FROM information_schema.tables "
+                                                          "WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"))
+    assert sorted(t["table"] for t in listed["tables"]) == names
+    for entry in listed["tables"]:
+        assert entry["rows"] == admin_rows(demo_sandbox, f'SELECT count(*) FROM "{entry["table"]}"')[0][0]
+    described, _ = run(box, "describe_table", table="STORES")  # names are matched case-insensitively
+    columns = admin_rows(demo_sandbox, "SELECT column_name, data_type FROM information_schema.columns "
+                                       "WHERE table_name = 'stores' ORDER BY ordinal_position")
+    assert [(c["name"], c["type"]) for c in described["columns"]] == [tuple(c) for c in columns]
+    missing, call = run(box, "describe_table", table="stores; DROP TABLE stores")
+    assert call.outcome == "error" and "no table" in missing["error"] and "stores" in missing["error"]
+
+
+def test_sample_rows_is_capped_and_never_runs_a_name_it_was_given(context):
+    box = toolbox(context, max_rows=3)
+    sample, call = run(box, "sample_rows", table="customers", limit=50)
+    assert call.outcome == "ok" and len(sample["rows"]) == 3 and sample["columns"][0] == "customer_id"
+    injected, call = run(box, "sample_rows", table='customers" ; DELETE FROM customers; --')
+    assert call.outcome == "error" and "no table" in injected["error"]
+    bad, call = run(box, "sample_rows", table="customers", limit="many")
+    assert call.outcome == "error" and "whole number" in bad["error"]
+
+
+def test_a_writing_run_sql_is_refused_by_the_sandbox(context, demo_sandbox):
+    box = toolbox(context)
+    before = admin_rows(demo_sandbox, "SELECT count(*) FROM stores")[0][0]
+    for sql in ("DELETE FROM stores", "SELECT 1; DROP TABLE stores", "UPDATE stores SET city = 'x' RETURNING *",
+                "CREATE TABLE t_owned (x int)"):
+        result, call = run(box, "run_sql", sql=sql)
+        assert call.outcome == "error" and result["error_kind"] in {"forbidden", "sql"}, (sql, result)
+    assert admin_rows(demo_sandbox, "SELECT count(*) FROM stores")[0][0] == before
+    assert admin_rows(demo_sandbox, "SELECT to_regclass('public.t_owned')") == [(None,)]
+    rows, call = run(box, "run_sql", sql="SELECT count(*) AS n FROM stores")
+    assert call.outcome == "ok" and rows == {"columns": ["n"], "rows": [[before]], "truncated": False}
+
+
+def test_search_knowledge_ranks_by_bm25_and_hides_deleted_entries(context):
+    box = toolbox(context)
+    found, call = run(box, "search_knowledge", query="realized orders")  # stemmed: "orders" finds "order"
+    assert call.outcome == "ok"
+    top = found["results"][0]
+    assert top["kind"] == "knowledge" and top["id"] == 1 and top["name"] == "Realized Order"
+    columns, _ = run(box, "search_knowledge", query="unit price")
+    top_columns = {(r["table"], r["column"]) for r in columns["results"][:2] if r["kind"] == "column"}
+    assert top_columns == {("order_items", "unit_price"), ("products", "unit_price")}  # "unit price" finds unit_price
+    deleted = make_item(ambiguous=True).model_copy(update={"ambiguities": [Ambiguity(term="realized", kind="knowledge",
+                                                                                     knowledge_id=1)]})
+    hidden, _ = run(toolbox(context, item=deleted), "search_knowledge", query="realized order")
+    assert 1 not in [r.get("id") for r in hidden["results"] if r["kind"] == "knowledge"]
+    for query in ('"', "NEAR(a b", "status:*", "-", "AND OR NOT"):  # FTS5 syntax is read as words
+        result, call = run(box, "search_knowledge", query=query)
+        assert call.outcome == "ok" and isinstance(result["results"], list)
+
+
+def test_bm25_prefers_the_rarer_word() -> None:
+    docs = [Document("knowledge", str(i), f"d{i}", body) for i, body in enumerate(
+        ["order order order", "order refund", "refund policy for a refunded order"])]
+    index = KnowledgeIndex(docs)
+    assert [d.key for d, _ in index.search("policy", 5)] == ["2"]
+    assert [d.key for d, _ in index.search("refund", 1)] in (["1"], ["2"])
+    assert index.search("", 5) == [] and index.search("zebra", 5) == []
+
+
+def test_budgets_and_byte_caps(context):
+    box = toolbox(context, per_turn=2, per_conversation=3, max_bytes=256)
+    box.start_turn()
+    assert run(box, "list_tables")[1].outcome == "ok"
+    sample, call = run(box, "sample_rows", table="products", limit=20)
+    assert call.outcome == "ok" and sample["truncated"] is True and call.result_bytes <= 256
+    refused, call = run(box, "list_tables")
+    assert call.outcome == "budget" and "budget exhausted (turn)" in refused["error"]
+    box.start_turn()
+    assert run(box, "list_tables")[1].outcome == "ok"
+    assert run(box, "list_tables")[1].outcome == "budget"  # 3 per conversation
+
+
+# --------------------------------------------------------------------------- the agent loop
+
+
+def completion(content: str | None = None, calls: list[tuple[str, dict[str, Any]]] = ()) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
+                                  "function": {"name": name, "arguments": json.dumps(args)}}
+                                 for i, (name, args) in enumerate(calls)]
+    return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
+
+
+def agent_for(server: FakeLLMServer, context: AgentContext, **options: Any) -> Any:
+    options = {"tools": ["describe_table", "search_knowledge"]} | options
+    config = OpenAICompatAgentConfig(agent="openai_compat", base_url=server.url + "/v1", model="m", **options)
+    return build_agent(config, context)
+
+
+def test_the_agent_explores_then_answers_in_one_turn(context):
+    with FakeLLMServer() as server:
+        server.push(completion(calls=[("describe_table", {"table": "orders"}), ("search_knowledge", {"query": "realized"})]))
+        server.push(completion(calls=[("run_sql", {"sql": "SELECT count(*) FROM orders WHERE status = 'completed'"})]))
+        agent = agent_for(server, context)
+        conv = new_conversation(make_item(), seed=1, max_turns=5, patience=1, timeout_s=60)
+        reply = agent.open_session(conv).send("How many realized orders?")
+        agent.close()
+        offered = [t["function"]["name"] for t in server.requests[0].json()["tools"]]
+        second = server.requests[1].json()["messages"]
+    assert offered == ["run_sql", "ask_user", "describe_table", "search_knowledge"]
+    assert reply.kind is ReplyKind.SQL and "completed" in reply.sql
+    assert [(c.name, c.outcome) for c in reply.tool_calls] == [("describe_table", "ok"), ("search_knowledge", "ok"),
+                                                                ("run_sql", None)]
+    assert reply.usage.total == 24  # both model calls
+    tool_messages = [m for m in second if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_0", "call_1"]
+    assert json.loads(tool_messages[1]["content"])["results"][0]["name"] == "Realized Order"
+
+
+def test_a_model_that_never_stops_calling_tools_ends_the_turn(context):
+    with FakeLLMServer(responder=lambda _: __import__("tests.fake_llm_server", fromlist=["Scripted"]).Scripted(
+            body=completion(calls=[("search_knowledge", {"query": "order"})]))) as server:
+        agent = agent_for(server, context, tool_limits={"per_turn": 2})
+        conv = new_conversation(make_item(), seed=1, max_turns=5, patience=1, timeout_s=60)
+        reply = agent.open_session(conv).send("Orders?")
+        agent.close()
+        calls_made = len(server.requests)
+    assert reply.kind is ReplyKind.ERROR and reply.error_kind == "tool_budget"
+    assert calls_made == 4  # two allowed calls, a refusal, one more reply
+    assert [c.outcome for c in reply.tool_calls] == ["ok", "ok", "budget", "budget"]
+
+
+def test_run_sql_in_tools_shows_rows_and_the_last_query_answers(context):
+    with FakeLLMServer() as server:
+        server.push(completion(calls=[("run_sql", {"sql": "SELECT count(*) FROM stores"})]))
+        server.push(completion(calls=[("run_sql", {"sql": "DELETE FROM stores"})]))
+        server.push(completion(content="Done."))
+        agent = agent_for(server, context, tools=["run_sql"])
+        conv = new_conversation(make_item(), seed=1, max_turns=5, patience=1, timeout_s=60)
+        reply = agent.open_session(conv).send("How many stores?")
+        agent.close()
+        results = [json.loads(m["content"]) for m in server.requests[2].json()["messages"] if m["role"] == "tool"]
+    assert results[0]["rows"] and results[1]["error_kind"] == "forbidden"
+    assert reply.kind is ReplyKind.SQL and reply.sql == "DELETE FROM stores"  # judged as the answer, never run
+    assert [c.outcome for c in reply.tool_calls] == ["ok", "error"]
+
+
+def test_tools_need_function_calling() -> None:
+    with pytest.raises(ValueError, match="tools need clarification: function_calling"):
+        OpenAICompatAgentConfig(agent="openai_compat", base_url="http://x", model="m", tools=["list_tables"],
+                                clarification="tagged_text")
+    with pytest.raises(ValueError, match="list_tables"):
+        OpenAICompatAgentConfig(agent="openai_compat", base_url="http://x", model="m", tools=["drop_table"])
