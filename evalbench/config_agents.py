@@ -64,9 +64,12 @@ class SimulatedAgentConfig(StrictModel):
     )
     tools: list[DiscoveryTool] = Field(
         default_factory=list,
-        description="discovery tools the agent uses: with search_knowledge it looks up the knowledge an item cites, "
-                    "without it it guesses (docs/tools.md)")
+        description="discovery tools the agent uses (docs/tools.md): list_tables once, describe_table on each table "
+                    "its answer reads, search_knowledge for each knowledge entry the item cites")
     tool_limits: ToolLimits = Field(ToolLimits(), description="caps of the discovery tools")
+    knows_knowledge: bool = Field(
+        True, description="false: the agent does not know the dataset's knowledge base; a phase citing an entry it "
+                          "did not find with search_knowledge is answered with a guess (a wrong filter)")
 
     @field_validator("failure_rates")
     @classmethod

@@ -58,6 +58,10 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
     if conv:
         print(f"  turns: {conv.get('turns')} (mean {conv.get('mean_turns')}), clarifications: {conv.get('clarifications')}, "
               f"follow-up phases: {conv.get('follow_up_phases')}, mean reward: {conv.get('mean_reward')}", file=out)
+        if conv.get("tools"):
+            from evalbench.results.summary.aggregate import tools_text
+
+            print(f"  tools: {tools_text(conv['tools'])}", file=out)
         actions = ", ".join(f"{k} {v}" for k, v in sorted((conv.get("vuser_actions") or {}).items()))
         print(f"  virtual user: {conv.get('vuser_replies', 0)} replies ({actions or 'none'}), "
               f"leaks {conv.get('vuser_leaks', 0)}, errors {conv.get('vuser_errors', 0)}", file=out)

@@ -48,7 +48,7 @@ def test_classify_nothing_usable():
 
 def test_default_prompt_renders_every_placeholder():
     template = default_prompt(SYSTEM_PROMPT).read_text()
-    for placeholder in ("{schema}", "{knowledge}", "{reply_format}"):
+    for placeholder in ("{schema}", "{knowledge}", "{reply_format}", "{database}", "{dialect_name}"):
         assert placeholder in template
     for instructions in REPLY_FORMATS.values():
         text = render_system_prompt(template, schema="CREATE TABLE t (a int);", knowledge="", reply_format=instructions)
@@ -56,6 +56,8 @@ def test_default_prompt_renders_every_placeholder():
         assert "{" not in text.replace("{a", "")  # no placeholder left
         assert "\n\n\n" not in text  # an empty knowledge section leaves no gap
         assert "ONE short clarification question" in text
+    sqlite = render_system_prompt(template, schema="s", knowledge="", reply_format="R", database="shop", dialect="sqlite")
+    assert "one SQLite database, `shop`," in sqlite and "ONE SQLite statement" in sqlite and "PostgreSQL" not in sqlite
 
 
 def test_template_without_reply_format_gets_it_appended_and_other_braces_survive():

@@ -201,3 +201,42 @@ def test_tools_need_function_calling() -> None:
                                 clarification="tagged_text")
     with pytest.raises(ValueError, match="list_tables"):
         OpenAICompatAgentConfig(agent="openai_compat", base_url="http://x", model="m", tools=["drop_table"])
+
+
+# --------------------------------------------------------------------------- the knowledge quickstarts
+
+
+def _needs_knowledge(record: dict[str, Any]) -> bool:
+    """From the dataset file alone: the item's main question cites a knowledge entry that no
+    ambiguity deleted (an agent that does not know the knowledge base needs to find it)."""
+    deleted = {a.get("deleted_knowledge") for a in record.get("knowledge_ambiguity") or []}
+    return bool(set(record.get("external_knowledge") or []) - deleted)
+
+
+def test_the_knowledge_quickstarts_differ_by_what_search_knowledge_finds(tmp_path, pgdata):
+    from evalbench.cli import main
+    from evalbench.results.journal.lines import phase_passed
+    from evalbench.results.journal.reader import read_journal
+
+    verdicts, records = {}, {}
+    for name in ("quickstart", "quickstart_knowledge", "quickstart_no_knowledge"):
+        config = DEMO.parent.parent / "configs" / f"{name}.yaml"
+        assert main(["run", "--config", str(config), "--output-dir", str(tmp_path), "--run-id", name, "--no-progress"]) == 0
+        records[name] = {r["item_id"]: r for r in read_journal(tmp_path / name)}
+        verdicts[name] = {i: phase_passed(r["phases"][0]) if r["phases"] else False for i, r in records[name].items()}
+    items = {json.loads(line)["instance_id"]: json.loads(line) for line in (DEMO / "greenleaf.jsonl").read_text().splitlines()}
+    needs = {i for i, r in items.items() if _needs_knowledge(r)}
+    assert 10 <= len(needs) < len(items)
+    # with search_knowledge the agent finds what it needs: the quickstart's verdicts, item by item
+    assert verdicts["quickstart_knowledge"] == verdicts["quickstart"]
+    # without it, exactly the items that need knowledge and passed in the quickstart now fail
+    lost = {i for i in items if verdicts["quickstart"][i] and not verdicts["quickstart_no_knowledge"][i]}
+    assert lost and lost <= needs
+    assert all(verdicts["quickstart_no_knowledge"][i] == verdicts["quickstart"][i] for i in items if i not in needs)
+    for item_id in needs:  # each needed entry was searched for, by the harness, and found
+        calls = [c for t in records["quickstart_knowledge"][item_id]["turns"] for c in (t["reply"] or {}).get("tool_calls") or []]
+        searched = [c for c in calls if c["name"] == "search_knowledge"]
+        assert searched and all(c["outcome"] == "ok" and c["result_bytes"] > 0 for c in searched), item_id
+    summary = json.loads((tmp_path / "quickstart_knowledge" / "summary.json").read_text())
+    assert summary["conversation"]["tools"]["calls"] >= len(needs) and "tools" not in json.loads(
+        (tmp_path / "quickstart_no_knowledge" / "summary.json").read_text())["conversation"]

@@ -1,15 +1,19 @@
 """What the LLM agents called directly (``gemini``, ``openai_compat``) share.
 
 **System prompt.** A template (``system_prompt``, default ``prompts/agent_system.txt``) with
-three placeholders, replaced with :meth:`str.replace` (so other braces, e.g. in SQL examples,
+these placeholders, replaced with :meth:`str.replace` (so other braces, e.g. in SQL examples,
 are left alone):
 
+- ``{database}``, ``{dialect}`` (the item's, e.g. ``postgres``) and ``{dialect_name}`` (its
+  display name, e.g. ``PostgreSQL``): where the agent is, the context an ADK agent gets in its
+  session state;
 - ``{schema}``: the database's schema, ``context.schema(item.dialect, item.database)``;
 - ``{knowledge}``: with ``include_knowledge``, a "Domain knowledge" section listing the entries
   of ``context.knowledge[item.database]`` the item cites in ``external_knowledge`` (never those
   an ambiguity deleted: the agent must ask about them); otherwise nothing;
 - ``{reply_format}``: how to reply in the configured clarification mode (appended at the end
-  when a custom template lacks it).
+  when a custom template lacks it), and with ``tools`` a note that the discovery tools may be
+  called first.
 
 **History.** A session keeps the conversation's turns (user messages, model replies, tool
 results) in the backend's own format, and sends all of them with every call.
@@ -146,8 +150,17 @@ def knowledge_section(item: Item, context: AgentContext) -> str:
     return "## Domain knowledge\n\n" + "\n".join(lines)
 
 
-def render_system_prompt(template: str, *, schema: str, knowledge: str, reply_format: str) -> str:
-    text = template.replace("{schema}", schema.strip() or "(no schema available)")
+DIALECT_NAMES = {"postgres": "PostgreSQL", "sqlite": "SQLite", "duckdb": "DuckDB", "mysql": "MySQL",
+                 "alloydb": "PostgreSQL", "cloudsql": "PostgreSQL", "bigquery": "BigQuery", "tsql": "SQL Server"}
+TOOLS_NOTE = ("Before you reply you may call the discovery tools ({names}) to look at the database and its "
+              "documentation; their results come back to you and do not end your turn.")
+
+
+def render_system_prompt(template: str, *, schema: str, knowledge: str, reply_format: str,
+                         database: str = "", dialect: str = "postgres") -> str:
+    text = template.replace("{database}", database).replace("{dialect}", dialect)
+    text = text.replace("{dialect_name}", DIALECT_NAMES.get(dialect, dialect))
+    text = text.replace("{schema}", schema.strip() or "(no schema available)")
     text = text.replace("{knowledge}", knowledge.strip())
     if "{reply_format}" in text:
         text = text.replace("{reply_format}", reply_format)
@@ -314,11 +327,17 @@ class ChatAgent:
     def system_prompt(self, item: Item) -> str:
         knowledge = knowledge_section(item, self.context) if self.config.include_knowledge else ""
         base = getattr(self.config, "base_prompt", "")  # EvalBench's base_prompt (gemini), before everything
+        reply_format = REPLY_FORMATS[self.config.clarification]
+        if self.toolkit is not None:
+            explore = sorted(n for n in self.toolkit.names if n != "run_sql")
+            reply_format += "\n" + TOOLS_NOTE.format(names=", ".join(explore)) if explore else ""
         return base + render_system_prompt(
             self.template,
             schema=self.context.schema(item.dialect, item.database),
             knowledge=knowledge,
-            reply_format=REPLY_FORMATS[self.config.clarification],
+            reply_format=reply_format,
+            database=item.database,
+            dialect=item.dialect,
         )
 
     def open_session(self, conversation: Conversation) -> ChatSession:

@@ -5,6 +5,14 @@ about each annotated term. ``simulated:noisy`` behaves like the oracle except th
 conversation, a phase fails in one of the realistic ways of :data:`FAILURE_KINDS` — or, with
 ``nl_answer``, answers correctly in words (the golden result, read through the sandbox).
 Both peek at the item on purpose: they stand in for an agent, they are not one.
+
+With ``tools`` they use the discovery tools as a tool-using agent would, deterministically,
+through the same :class:`~evalbench.agents.tools.Toolbox` as the model agents (so the calls are
+real, budgeted and recorded): ``list_tables`` at the first turn, ``describe_table`` on each table
+the golden SQL reads, ``search_knowledge`` with the name of each knowledge entry the phase cites
+(less those an ambiguity deleted). With ``knows_knowledge: false`` the agent knows only what it
+found: a phase citing an entry the search did not return is answered with a guess (the
+``wrong_filter`` mutation) — the difference ``configs/quickstart_knowledge.yaml`` shows.
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents.tools import ToolKit
 from evalbench.config_agents import FAILURE_KINDS  # noqa: F401 (re-exported; the config schema validates rates against it)
-from evalbench.conversation import AgentReply, Conversation, ReplyKind, conversation_seed
+from evalbench.conversation import AgentReply, Conversation, ReplyKind, ToolCall, conversation_seed
 
 DEFAULT_FAILURE_RATES = {
     "wrong_filter": 0.08,
@@ -48,16 +57,21 @@ class SimulatedAgent:
         if config.failure_rates:
             rates = dict(config.failure_rates)
         self.rates = rates
+        self.knowledge = context.knowledge
+        self.knows_knowledge = config.knows_knowledge
+        self.toolkit = ToolKit(config.tools, config.tool_limits, context) if config.tools else None
 
     def describe(self) -> dict[str, Any]:
+        tools = {"tools": sorted(self.toolkit.names)} if self.toolkit is not None else {}
         return {"agent": self.name, "seed": self.seed, "latency_s": self.latency_s, "failure_rates": self.rates,
-                "session": "sticky" if self.sticky else "per_turn"}
+                "session": "sticky" if self.sticky else "per_turn", "knows_knowledge": self.knows_knowledge, **tools}
 
     def open_session(self, conversation: Conversation) -> SimulatedSession:
         return SimulatedSession(self, conversation)
 
     def close(self) -> None:
-        pass
+        if self.toolkit is not None:
+            self.toolkit.close()
 
     def probe(self, timeout_s: float) -> str:
         """Preflight: an offline agent has nothing to reach."""
@@ -75,6 +89,9 @@ class SimulatedSession:
         self.rng = random.Random(conversation_seed(agent.seed, self.item.id, "agent", trial))
         self.failures = {"main": self._draw(), "follow_up": self._draw()}
         self.in_follow_up = False  # once the follow-up is asked, every later turn belongs to it
+        self.toolbox = agent.toolkit.session(self.item) if agent.toolkit is not None else None
+        self.explored: set[str] = set()  # phases whose tools were called
+        self.found: set[int] = set()  # knowledge ids search_knowledge returned
 
     def _draw(self) -> str | None:
         roll = self.rng.random()
@@ -92,18 +109,72 @@ class SimulatedSession:
         if self.agent.latency_s:
             time.sleep(self.agent.latency_s)
         self.turns += 1
+        calls = self._explore(text)
         reply = self._reply(text)
+        reply.tool_calls = calls + reply.tool_calls
         reply.latency_s = time.perf_counter() - started
         return reply
+
+    def _phase(self, text: str) -> tuple[str, str, list[Any]]:
+        """(phase, its golden SQL, the knowledge it cites) of the turn ``text`` opens."""
+        follow_up = self.item.follow_up
+        if follow_up is not None and (self.in_follow_up or text == follow_up.question):
+            return "follow_up", follow_up.golden_sql[0], follow_up.external_knowledge
+        return "main", self.item.golden_sql[0], self.item.external_knowledge
+
+    def _needed(self, cited: list[Any]) -> list[int]:
+        """The knowledge entries a phase cites that the agent may see (an ambiguity's are asked for)."""
+        deleted = {a.knowledge_id for a in self.item.ambiguities if a.knowledge_id is not None}
+        entries = self.agent.knowledge.get(self.item.database, {})
+        ids = []
+        for ref in cited:
+            try:
+                number = int(ref)
+            except (TypeError, ValueError):
+                continue
+            if number in entries and number not in deleted:
+                ids.append(number)
+        return ids
+
+    def _explore(self, text: str) -> list[ToolCall]:
+        """The tool calls of a phase's first turn, run through the toolbox (budgets apply)."""
+        box = self.toolbox
+        phase, golden, cited = self._phase(text)
+        if box is None or phase in self.explored:
+            return []
+        self.explored.add(phase)
+        box.start_turn()
+        names = box.kit.names
+        planned: list[ToolCall] = []
+        if "list_tables" in names and phase == "main":
+            planned.append(ToolCall("list_tables", {}, id="list_tables"))
+        entries = self.agent.knowledge.get(self.item.database, {})
+        if "search_knowledge" in names:
+            planned += [ToolCall("search_knowledge", {"query": entries[i].name}, id=f"search_{i}") for i in self._needed(cited)]
+        if "describe_table" in names:
+            planned += [ToolCall("describe_table", {"table": t}, id=f"describe_{t}") for t in tables_read(golden, self.item.dialect)]
+        for call in planned:
+            response = box.run(call)
+            if call.name == "search_knowledge":
+                self.found |= {r["id"] for r in response.get("results", []) if r.get("kind") == "knowledge"}
+        return planned
 
     def _reply(self, text: str) -> AgentReply:
         follow_up = self.item.follow_up
         if follow_up is not None and text == follow_up.question:
             self.in_follow_up = True
         if follow_up is not None and self.in_follow_up:
-            return self._answer(follow_up.golden_sql[0], self.failures["follow_up"], ambiguous_terms=[])
+            return self._answer(follow_up.golden_sql[0], self._failure("follow_up", follow_up.external_knowledge),
+                                ambiguous_terms=[])
         terms = [a.term for a in self.item.ambiguities if a.kind != "non_critical"]
-        return self._answer(self.item.golden_sql[0], self.failures["main"], ambiguous_terms=terms)
+        return self._answer(self.item.golden_sql[0], self._failure("main", self.item.external_knowledge), ambiguous_terms=terms)
+
+    def _failure(self, phase: str, cited: list[Any]) -> str | None:
+        """The phase's drawn failure; a guess when the agent lacks knowledge the phase needs."""
+        drawn = self.failures[phase]
+        if drawn is None and not self.agent.knows_knowledge and set(self._needed(cited)) - self.found:
+            return "wrong_filter"  # not a draw: the seeded failures stay those of a run that knows
+        return drawn
 
     def _answer(self, golden: str, failure: str | None, ambiguous_terms: list[str]) -> AgentReply:
         if failure == "agent_error":
@@ -157,6 +228,18 @@ def in_words(value: Any) -> str:
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
     return str(value)
+
+
+def tables_read(sql: str, dialect: str) -> list[str]:
+    """The tables ``sql`` names (not its CTEs), in order of appearance; [] when it does not parse."""
+    if sqlglot.Dialect.get(dialect) is None:
+        dialect = "postgres"
+    try:
+        tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
+    except sqlglot.errors.SqlglotError:
+        return []
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    return list(dict.fromkeys(t.name for t in tree.find_all(exp.Table) if t.name and t.name not in ctes))
 
 
 # --------------------------------------------------------------------------- SQL mutations

@@ -36,7 +36,7 @@ from evalbench.results.render.html_assets import CSS, JS
 from evalbench.results.render.html_page import format_stamp, page_shell
 from evalbench.results.render.sqldiff import sql_diff
 from evalbench.results.render.summary_md import incomplete_note
-from evalbench.results.summary.aggregate import verdict_notes
+from evalbench.results.summary.aggregate import tools_text, verdict_notes
 from evalbench.results.summary.rebuild import rebuild_summary
 
 REPORT = "report.html"
@@ -489,6 +489,8 @@ def _conversation_stats(conv: dict[str, Any], infra: int | None) -> str:
         ("Virtual user errors", f"{conv.get('vuser_errors', 0):,}"),
         ("Mean reward", conv.get("mean_reward")),
     ]
+    if conv.get("tools"):
+        stats.insert(5, ("Discovery tools", tools_text(conv["tools"])))
     if infra is not None:  # db_error + vuser_error outcomes
         stats.insert(-1, ("Infrastructure errors", f"{infra:,}"))
     return '<dl class="stats">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in stats) + "</dl>"

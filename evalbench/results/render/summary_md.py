@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalbench.gates import GateResult
-from evalbench.results.summary.aggregate import verdict_notes
+from evalbench.results.summary.aggregate import tools_text, verdict_notes
 
 
 def _pct(rate: float | None) -> str:
@@ -74,6 +74,8 @@ def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult]
     if conv:
         lines += ["", f"**Conversation:** mean turns {conv.get('mean_turns')}, clarifications {conv.get('clarifications')}, "
                       f"mean reward {conv.get('mean_reward')}, virtual-user leaks {conv.get('vuser_leaks', 0)}"]
+        if conv.get("tools"):
+            lines += ["", f"**Discovery tools:** {tools_text(conv['tools'])}"]
     infra = summary.get("infra_errors", 0)
     if infra:
         lines += ["", f"**Infrastructure errors:** {infra} conversation(s) (db_error, vuser_error)"]

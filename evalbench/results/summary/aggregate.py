@@ -256,6 +256,13 @@ class SummaryBuilder:
         }
 
 
+def tools_text(tools: dict[str, Any]) -> str:
+    """The discovery tool metrics of a summary's ``conversation.tools``, in one line."""
+    return (f"{tools.get('calls', 0)} calls (mean {tools.get('mean_calls')} per conversation), {tools.get('errors', 0)} error(s), "
+            f"{tools.get('budget_refusals', 0)} refused over the budget in {tools.get('conversations_out_of_budget', 0)} "
+            "conversation(s)")
+
+
 def verdict_notes(summary: dict[str, Any], listed: int = 5) -> list[str]:
     """How the run's verdicts were reached, as lines for the console, summary.md and report.html:
     the semantics and its empty-golden policy, which scorer decided success, the invalid items."""
