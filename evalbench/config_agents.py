@@ -138,7 +138,7 @@ class AdkAgentConfig(StrictModel):
     @field_validator("session_state")
     @classmethod
     def _known_placeholders(cls, value: dict[str, Any]) -> dict[str, Any]:
-        check_template(value)
+        check_template(value, key="")  # pydantic names model_config.session_state; we name the key under it
         return value
 
     NOT_APPLIED: ClassVar[dict[str, str]] = {

@@ -58,7 +58,7 @@ def check_template(template: Any, key: str = "session_state") -> None:
                 raise ValueError(f"{key}: unknown placeholder {{{name}}} (known: {known})")
     elif isinstance(template, dict):
         for k, v in template.items():
-            check_template(v, f"{key}.{k}")
+            check_template(v, f"{key}.{k}" if key else str(k))
     elif isinstance(template, list):
         for i, v in enumerate(template):
             check_template(v, f"{key}[{i}]")

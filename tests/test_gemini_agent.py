@@ -252,3 +252,20 @@ def test_connection_refused_is_retried_then_an_error(make_agent):
         port = probe.getsockname()[1]
     reply = session(make_agent(base_url=f"http://127.0.0.1:{port}")).send("Count.")
     assert reply.kind is ReplyKind.ERROR and reply.error_kind == "connection" and "3 attempts" in reply.error
+
+
+def test_discovery_tools_are_declared_and_their_results_go_back_as_function_responses(server, make_agent):
+    server.push(generated(fcall("sample_rows", table="stores", limit=2)))
+    server.push(generated(fcall("run_sql", sql="SELECT store_name FROM stores")))
+    reply = session(make_agent(tools=["sample_rows"], tool_limits={"max_rows": 1})).send("List the stores.")
+    assert reply.kind is ReplyKind.SQL and [(c.name, c.outcome) for c in reply.tool_calls] == [("sample_rows", "error"),
+                                                                                               ("run_sql", None)]
+    declarations = server.requests[0].json()["tools"][0]["functionDeclarations"]
+    assert [d["name"] for d in declarations] == ["run_sql", "ask_user", "sample_rows"]
+    assert declarations[2]["parameters"]["properties"]["limit"]["type"] == "INTEGER"
+    assert "discovery tools (sample_rows)" in server.requests[0].json()["systemInstruction"]["parts"][0]["text"]
+    second = server.requests[1].json()["contents"]
+    assert [c["role"] for c in second] == ["user", "model", "user"]
+    response = second[2]["parts"][0]["functionResponse"]
+    # no database behind this context: the tool says so, the model goes on
+    assert response["name"] == "sample_rows" and "no table" in response["response"]["error"]
