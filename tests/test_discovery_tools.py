@@ -240,3 +240,8 @@ def test_the_knowledge_quickstarts_differ_by_what_search_knowledge_finds(tmp_pat
     summary = json.loads((tmp_path / "quickstart_knowledge" / "summary.json").read_text())
     assert summary["conversation"]["tools"]["calls"] >= len(needs) and "tools" not in json.loads(
         (tmp_path / "quickstart_no_knowledge" / "summary.json").read_text())["conversation"]
+    # a rescore replays the recorded calls: the same tool metrics, nothing run again
+    assert main(["rescore", str(tmp_path / "quickstart_knowledge"), "--output-dir", str(tmp_path), "--run-id", "again",
+                 "--no-progress"]) == 0
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert again["conversation"]["tools"] == summary["conversation"]["tools"]

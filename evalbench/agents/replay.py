@@ -155,13 +155,23 @@ def reply_of(recorded: dict[str, Any]) -> AgentReply:
                       "journal keeps), so it cannot be run again")
     usage = recorded.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    calls = [ToolCall(name=str(c.get("name") or ""), args=c["args"] if isinstance(c.get("args"), dict) else {"value": c.get("args")},
-                      response=c.get("response"), id=c.get("id"))
-             for c in recorded.get("tool_calls") or [] if isinstance(c, dict)]
+    calls = [_tool_call(c) for c in recorded.get("tool_calls") or [] if isinstance(c, dict)]
     return AgentReply(kind, text=recorded.get("text") or "", sql=sql if isinstance(sql, str) else None, tool_calls=calls,
                       usage=TokenUsage(*(int(usage.get(k) or 0) for k in ("prompt", "completion", "total"))),
                       latency_s=float(recorded.get("latency_s") or 0.0), error=recorded.get("error"),
                       error_kind=recorded.get("error_kind"), raw=recorded.get("raw"))
+
+
+def _tool_call(recorded: dict[str, Any]) -> ToolCall:
+    """A recorded tool call; a discovery tool's outcome, latency and size are kept (the rescored
+    run counts its tool metrics as the recorded run did)."""
+    args = recorded.get("args")
+    outcome, latency, size = recorded.get("outcome"), recorded.get("latency_s"), recorded.get("result_bytes")
+    return ToolCall(name=str(recorded.get("name") or ""), args=args if isinstance(args, dict) else {"value": args},
+                    response=recorded.get("response"), id=recorded.get("id"),
+                    outcome=outcome if isinstance(outcome, str) else None,
+                    latency_s=float(latency) if isinstance(latency, (int, float)) else None,
+                    result_bytes=size if isinstance(size, int) else None)
 
 
 def _error(message: str, kind: str = "replay") -> AgentReply:
