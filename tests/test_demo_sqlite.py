@@ -301,14 +301,16 @@ def test_noisy_agent_writes_its_wrong_sql_in_the_items_dialect():
     written as postgres, GROUP_CONCAT would come back as STRING_AGG, which SQLite lacks."""
     from types import SimpleNamespace
 
+    from evalbench.agents import AgentContext
+    from evalbench.agents.config import SimulatedAgentConfig
     from evalbench.agents.simulated import SimulatedAgent, mutate
     from evalbench.dataset.formats import bird_interact_items
 
     golden = "SELECT state, GROUP_CONCAT(city, ', ') AS cities FROM stores WHERE has_greenhouse = TRUE GROUP BY state;"
     record = {"instance_id": "g", "selected_database": "greenleaf", "query": "q?", "sol_sql": [golden], "dialect": "sqlite"}
     item = bird_interact_items(record, "f:1", ["sqlite"])[0]
-    config = SimpleNamespace(agent="simulated:noisy", seed=7, latency_s=0, session=None, failure_rates={"wrong_filter": 1.0})
-    agent = SimulatedAgent(config, SimpleNamespace(query=None, seed=7))
+    config = SimulatedAgentConfig(agent="simulated:noisy", seed=7, failure_rates={"wrong_filter": 1.0})
+    agent = SimulatedAgent(config, AgentContext(seed=7))
     reply = agent.open_session(SimpleNamespace(item=item, trial=1)).send("q?")
 
     conn = make_builds.sqlite_database(DEMO)
