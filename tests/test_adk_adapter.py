@@ -250,3 +250,52 @@ def test_request_input_answer_goes_back_as_a_function_response(fake_server):
     ]
     assert second["invocationId"] == "inv-1" and second["sessionId"] == run_calls(script)[0][2]["sessionId"]
     agent.close()
+
+
+def test_an_older_api_server_that_stores_the_whole_body_as_state_gets_the_bare_state():
+    """Before CreateSessionRequest, POST .../sessions read the whole body as the state (so
+    {"state": S} became state {"state": S}); POST .../sessions/{id} takes S as the bare body in
+    every version. The client notices the wrapped state and makes the session again that way."""
+    sessions: dict[str, dict] = {}
+    calls: list[tuple[str, str]] = []
+
+    class OldAdk(BaseHTTPRequestHandler):
+        def _answer(self):
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length) or b"null")
+            calls.append((self.command, self.path))
+            session_id = self.path.rsplit("/", 1)[1]
+            if self.command == "POST":
+                session_id = f"s{len(sessions)}" if session_id == "sessions" else session_id
+                sessions[session_id] = body or {}
+                payload: object = {"id": session_id, "state": sessions[session_id]}
+            else:
+                sessions.pop(session_id, None)
+                payload = None
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_POST = do_DELETE = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OldAdk)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        agent = make_agent(f"http://127.0.0.1:{server.server_address[1]}")
+        session = agent.open_session(Conv())
+        assert sessions == {session.session_id: {"database": "greenleaf", "dialect": "postgres"}}
+        assert [c[0] for c in calls] == ["POST", "DELETE", "POST"] and calls[1][1].endswith("/s0")
+        # a state that has a "state" key of its own is never taken for a wrapped one
+        agent = make_agent(f"http://127.0.0.1:{server.server_address[1]}", session_state={"state": "{database}"})
+        agent.open_session(Conv())
+        assert calls[-1] == ("POST", "/apps/app/users/evalbench/sessions")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -19,6 +19,7 @@ import random
 import re
 import ssl
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,12 @@ from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsa
 from evalbench.session_state import render_state
 
 log = logging.getLogger(__name__)
+
+
+def _state_wrapped(created: Any, sent: dict[str, Any]) -> bool:
+    """Whether a created session holds our state one level down, under "state" (how an api_server
+    from before CreateSessionRequest stores the body ``{"state": ...}``)."""
+    return isinstance(created, dict) and created.get("state") == sent and "state" not in sent
 
 REQUEST_INPUT = "adk_request_input"
 _FENCED_SQL = re.compile(r"```(?:sql|postgresql|postgres)?\s*\n(.*?)```", re.IGNORECASE | re.DOTALL)
@@ -79,17 +86,28 @@ class AdkAgent:
 
     def open_session(self, conversation: Conversation) -> AdkSession:
         session = AdkSession(self)
-        # the session's initial state (ADK's CreateSessionRequest.state): where the agent is
-        body = {"state": render_state(self.config.session_state, conversation.item, self.context.schema)} if self.config.session_state else {}
+        state = render_state(self.config.session_state, conversation.item, self.context.schema) if self.config.session_state else None
         try:
-            response = session.request("POST", self.sessions_path, json=body)
-            session.session_id = str(response.json().get("id") or "")
-            if not session.session_id:
-                raise TurnFailed(f"session creation returned no id: {response.text[:_BODY_KEPT]}", "protocol", False)
+            # the session's initial state: ADK's CreateSessionRequest {"state": ...}
+            session.session_id, created = self._create(session, {"state": state} if state else {})
+            if state and _state_wrapped(created, state):
+                # an older api_server read the whole body as the state ({"state": {"state": ...}}): it takes the
+                # state as the bare body of POST .../sessions/{id}, as every version does
+                session.request("DELETE", f"{self.sessions_path}/{session.session_id}")
+                session.session_id, _ = self._create(session, state, f"{self.sessions_path}/{uuid.uuid4()}")
         except BaseException:
             session.client.close()
             raise
         return session
+
+    def _create(self, session: AdkSession, body: dict[str, Any], path: str | None = None) -> tuple[str, Any]:
+        """(id, state) of a session created with ``body``."""
+        response = session.request("POST", path or self.sessions_path, json=body)
+        created = response.json()
+        session_id = str(created.get("id") or "") if isinstance(created, dict) else ""
+        if not session_id:
+            raise TurnFailed(f"session creation returned no id: {response.text[:_BODY_KEPT]}", "protocol", False)
+        return session_id, created.get("state")
 
     def close(self) -> None:
         pass  # each session closes its own client
