@@ -245,3 +245,35 @@ def test_the_knowledge_quickstarts_differ_by_what_search_knowledge_finds(tmp_pat
                  "--no-progress"]) == 0
     again = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert again["conversation"]["tools"] == summary["conversation"]["tools"]
+
+
+def test_report_shows_each_tool_call_in_headless_chromium(tmp_path, pgdata):
+    from evalbench.cli import main
+    from evalbench.results.journal.reader import read_journal
+    from tests.test_html_report import CHROMIUM_FLAGS, chromium_binary
+
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("no Chromium binary (chromium on PATH, /usr/bin/chromium or EVALBENCH_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    config = DEMO.parent.parent / "configs" / "quickstart_knowledge.yaml"
+    assert main(["run", "--config", str(config), "--output-dir", str(tmp_path), "--run-id", "r", "--no-progress"]) == 0
+    records = list(read_journal(tmp_path / "r"))
+    index, record = next((i, r) for i, r in enumerate(records) if (r.get("tools") or {}).get("calls", 0) >= 3)
+    ran = [c for t in record["turns"] for c in (t["reply"] or {}).get("tool_calls") or [] if c.get("outcome")]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=binary, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto((tmp_path / "r" / "report.html").as_uri())
+            page.wait_for_selector("html[data-ready]", timeout=10_000)
+            assert "Discovery tools" in page.inner_text("body")
+            page.click(f'#conv-body tr[data-index="{index}"]')
+            page.wait_for_selector("#detail[open]")
+            summaries = page.locator("#detail details.tool summary").all_inner_texts()
+        finally:
+            browser.close()
+    shown = [s for s in summaries if " · " in s]  # the calls the harness ran carry outcome · latency · size
+    assert [s.split()[2] for s in shown] == [c["name"] for c in ran]
+    assert all(f"{c['outcome']} · " in s and f"{c['result_bytes']} B" in s for s, c in zip(shown, ran, strict=True))
