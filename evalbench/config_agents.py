@@ -126,7 +126,7 @@ class AdkAgentConfig(StrictModel):
     session_state: dict[str, Any] = Field(
         default_factory=lambda: dict(DEFAULT_STATE),
         description="the state each ADK session is created with: string values are templates over the item "
-                    "({database}, {dialect}, {item_id}, {category}, {difficulty}, {knowledge_ids}, {schema}); {} sends none "
+                    "({database}, {dialect}, {item_id}, {category}, {difficulty}, {knowledge_ids}, {schema}, {external_kg}, {max_turn}); {} sends none "
                     "(docs/agents.md)")
     # EvalBench's querydata keys that its ADK client does not send to the agent (docs/evalbench_compat.md)
     base_prompt: str | None = Field(None, description="EvalBench key; not applied (its querydata generator does not read it either)")

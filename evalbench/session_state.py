@@ -2,43 +2,85 @@
 item, so that an agent that reads its target database or dialect from session state (as data
 agents built on ADK do, e.g. ``{database}`` in an instruction) knows where it is.
 
-Each string value is a template: ``{name}`` is replaced by the item's value of ``name``. A string
-that is exactly one placeholder keeps the value's own type (``"{knowledge_ids}"`` is a list).
-Dicts and lists are rendered value by value; numbers, booleans and null are kept. ``{{`` and
-``}}`` are literal braces. An unknown name is a config error naming the key.
+Each string value is a template: ``{name}`` is replaced by the value of :data:`VARIABLES`
+``name``. A string that is exactly one placeholder keeps the value's own type
+(``"{knowledge_ids}"`` is a list, ``"{max_turn}"`` a number). Dicts and lists are rendered value
+by value; numbers, booleans and null are kept. ``{{`` and ``}}`` are literal braces. An unknown
+name is a config error naming the key. ``external_kg`` and ``max_turn`` are what BIRD-Interact's
+own ADK agent reads from its state (docs/agents.md). The harness never puts its own credentials
+in the state: a connection reference for the agent's own tools is a template the config writes.
 """
 
 from __future__ import annotations
 
+import json
 import string
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+from evalbench.dataset.knowledge import KnowledgeEntry
 
 SchemaText = Callable[[str, str], str]  # (dialect, database) -> schema text
 
 
-def _knowledge_ids(item: Any) -> list[int]:
+def _no_schema(dialect: str, database: str) -> str:
+    return ""
+
+
+@dataclass(frozen=True)
+class StateFacts:
+    """What a session's state may be made of: the item, the conversation's patience, the
+    database's schema and knowledge base."""
+
+    item: Any
+    patience: int = 0
+    schema: SchemaText = _no_schema
+    knowledge: dict[int, KnowledgeEntry] = field(default_factory=dict)  # the item's database's entries
+
+    def deleted(self) -> set[int]:
+        """Knowledge entries the item's ambiguities deleted: the agent is meant to ask about them."""
+        return {a.knowledge_id for a in self.item.ambiguities if a.knowledge_id is not None}
+
+
+def _knowledge_ids(facts: StateFacts) -> list[int]:
     """The knowledge entries the item cites (BIRD-Interact's ``external_knowledge``), as ids, less
-    those an ambiguity deleted (the agent is meant to ask about them): what the prompt agents see."""
-    deleted = {a.knowledge_id for a in item.ambiguities if a.knowledge_id is not None}
+    those an ambiguity deleted: what the prompt agents see."""
     ids = set()
-    for ref in item.external_knowledge:
+    for ref in facts.item.external_knowledge:
         try:
             ids.add(int(ref))
         except (TypeError, ValueError):
             continue
-    return sorted(ids - deleted)
+    return sorted(ids - facts.deleted())
 
 
-# what a template may name: facts of the item (all that is known when its session opens)
-VARIABLES: dict[str, Callable[[Any, SchemaText], Any]] = {
-    "database": lambda item, _: item.database,
-    "dialect": lambda item, _: item.dialect,
-    "item_id": lambda item, _: item.id,
-    "category": lambda item, _: item.category,
-    "difficulty": lambda item, _: item.difficulty,
-    "knowledge_ids": lambda item, _: _knowledge_ids(item),
-    "schema": lambda item, schema: schema(item.dialect, item.database),
+def _external_kg(facts: StateFacts) -> str:
+    """The database's knowledge base less the deleted entries, as BIRD-Interact's ADK environment
+    gives it to its agent (``db_environment/server.py::get_knowledge``: a JSON list, indent 2, of
+    id, knowledge, description, definition)."""
+    deleted = facts.deleted()
+    return json.dumps([{"id": e.id, "knowledge": e.name, "description": e.description, "definition": list(e.definition)}
+                       for e in facts.knowledge.values() if e.id not in deleted], indent=2, ensure_ascii=False)
+
+
+def _max_turn(facts: StateFacts) -> int:
+    """BIRD-Interact's clarification budget (``orchestrator/cinteract.py::run_single_task``):
+    critical and knowledge ambiguities plus the patience."""
+    return sum(1 for a in facts.item.ambiguities if a.kind != "non_critical") + facts.patience
+
+
+# what a template may name: facts known when a conversation's session opens
+VARIABLES: dict[str, Callable[[StateFacts], Any]] = {
+    "database": lambda f: f.item.database,
+    "dialect": lambda f: f.item.dialect,
+    "item_id": lambda f: f.item.id,
+    "category": lambda f: f.item.category,
+    "difficulty": lambda f: f.item.difficulty,
+    "knowledge_ids": _knowledge_ids,
+    "schema": lambda f: f.schema(f.item.dialect, f.item.database),
+    "external_kg": _external_kg,
+    "max_turn": _max_turn,
 }
 
 DEFAULT_STATE: dict[str, Any] = {"database": "{database}", "dialect": "{dialect}"}
@@ -64,19 +106,15 @@ def check_template(template: Any, key: str = "session_state") -> None:
             check_template(v, f"{key}[{i}]")
 
 
-def _no_schema(dialect: str, database: str) -> str:
-    return ""
-
-
-def render_state(template: Any, item: Any, schema: SchemaText = _no_schema) -> Any:
-    """``template`` with every placeholder replaced by ``item``'s value."""
+def render_state(template: Any, facts: StateFacts) -> Any:
+    """``template`` with every placeholder replaced by its value for ``facts``."""
     if isinstance(template, str):
         parsed = list(_FORMATTER.parse(template))
         if len(parsed) == 1 and parsed[0][0] == "" and parsed[0][1] is not None:
-            return VARIABLES[parsed[0][1]](item, schema)  # exactly one placeholder: the value, typed
-        return template.format_map({name: VARIABLES[name](item, schema) for _, name, _, _ in parsed if name})
+            return VARIABLES[parsed[0][1]](facts)  # exactly one placeholder: the value, typed
+        return template.format_map({name: VARIABLES[name](facts) for _, name, _, _ in parsed if name})
     if isinstance(template, dict):
-        return {k: render_state(v, item, schema) for k, v in template.items()}
+        return {k: render_state(v, facts) for k, v in template.items()}
     if isinstance(template, list):
-        return [render_state(v, item, schema) for v in template]
+        return [render_state(v, facts) for v in template]
     return template

@@ -3,6 +3,8 @@ test agents of tests/adk_apps (the `adk_server` fixture)."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -11,6 +13,7 @@ from evalbench.agents.config import AdkAgentConfig
 from evalbench.config import RulesVUserConfig, load_run_config
 from evalbench.conversation import Outcome
 from evalbench.dataset.items import Ambiguity
+from evalbench.dataset.knowledge import KnowledgeEntry
 from evalbench.orchestrator import run
 from evalbench.results import read_journal
 from evalbench.scoring import build_scorers
@@ -118,16 +121,21 @@ def test_the_agent_learns_its_database_from_session_state(adk_server, demo_sandb
 
 
 def test_session_state_is_a_template_over_the_item() -> None:
-    from evalbench.session_state import check_template, render_state
+    from evalbench.session_state import StateFacts, check_template, render_state
 
     deleted = Ambiguity(term="big", kind="knowledge", knowledge_id=9)  # the agent must ask about it
     item = make_item("t7", ambiguous=True).model_copy(update={"external_knowledge": [4, "2", "x", 9],
                                                               "ambiguities": [deleted]})
     template = {"db": "{database}@{dialect}", "ids": "{knowledge_ids}", "nested": ["{item_id}", {"n": 3}], "lit": "{{x}}",
                 "schema": "{schema}"}
-    rendered = render_state(template, item, lambda dialect, database: f"schema of {database} ({dialect})")
+    entries = {i: KnowledgeEntry(i, f"k{i}", f"d{i}", (f"def{i}",)) for i in (2, 9, 4)}
+    facts = StateFacts(item, 3, lambda dialect, database: f"schema of {database} ({dialect})", entries)
+    rendered = render_state(template | {"kg": "{external_kg}", "max_turn": "{max_turn}"}, facts)
+    assert rendered.pop("kg") == json.dumps([{"id": 2, "knowledge": "k2", "description": "d2", "definition": ["def2"]},
+                                             {"id": 4, "knowledge": "k4", "description": "d4", "definition": ["def4"]}],
+                                            indent=2)  # BIRD-Interact's get_knowledge: the base less deleted entries
     assert rendered == {"db": "greenleaf@postgres", "ids": [2, 4], "nested": ["t7", {"n": 3}], "lit": "{x}",
-                        "schema": "schema of greenleaf (postgres)"}
+                        "schema": "schema of greenleaf (postgres)", "max_turn": 1 + 3}  # one knowledge ambiguity + patience
     with pytest.raises(ValueError, match=r"session_state.nested\[0\]: unknown placeholder \{host\}"):
         check_template({"nested": ["{host}"]})
     with pytest.raises(ValueError, match="session_state"):

@@ -32,7 +32,7 @@ from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bou
 from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
 from evalbench.config import redact_url
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
-from evalbench.session_state import render_state
+from evalbench.session_state import StateFacts, render_state
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class AdkAgent:
 
     def open_session(self, conversation: Conversation) -> AdkSession:
         session = AdkSession(self)
-        state = render_state(self.config.session_state, conversation.item, self.context.schema) if self.config.session_state else None
+        state = render_state(self.config.session_state, self.state_facts(conversation)) if self.config.session_state else None
         try:
             # the session's initial state: ADK's CreateSessionRequest {"state": ...}
             session.session_id, created = self._create(session, {"state": state} if state else {})
@@ -99,6 +99,10 @@ class AdkAgent:
             session.client.close()
             raise
         return session
+
+    def state_facts(self, conversation: Conversation) -> StateFacts:
+        item = conversation.item
+        return StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}))
 
     def _create(self, session: AdkSession, body: dict[str, Any], path: str | None = None) -> tuple[str, Any]:
         """(id, state) of a session created with ``body``."""
