@@ -44,12 +44,18 @@ def knowledge_documents(entries: dict[int, KnowledgeEntry]) -> list[Document]:
             for e in entries.values()]
 
 
-def column_documents(tables: list[TableInfo]) -> list[Document]:
-    # names are split on underscores too, so "unit price" finds unit_price
-    return [Document("column", f"{t.name}.{name}", f"{t.name}.{name}",
-                     f"{t.name} {name} {name.replace('_', ' ')} {kind}",
-                     {"table": t.name, "column": name, "type": kind})
-            for t in tables for name, kind in t.columns]
+def column_documents(tables: list[TableInfo], meanings: dict[tuple[str, str], str] | None = None) -> list[Document]:
+    """A document per column: its names (split on underscores too, so "unit price" finds
+    unit_price), its type and its description when the dataset has one."""
+    meanings = meanings or {}
+    documents = []
+    for t in tables:
+        for name, kind in t.columns:
+            described = meanings.get((t.name.lower(), name.lower()))
+            fields = {"table": t.name, "column": name, "type": kind, **({"description": described} if described else {})}
+            body = f"{t.name} {name} {name.replace('_', ' ')} {kind} {described or ''}"
+            documents.append(Document("column", f"{t.name}.{name}", f"{t.name}.{name}", body, fields))
+    return documents
 
 
 class KnowledgeIndex:

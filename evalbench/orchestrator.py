@@ -26,6 +26,7 @@ from evalbench.catalogs import QueryCatalog, SchemaCatalog
 from evalbench.config import RunConfig
 from evalbench.conversation import Conversation, Outcome, Stage, conversation_seed, fail
 from evalbench.dataset import Dataset, RecordError
+from evalbench.dataset.column_meanings import load_column_meanings
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
 from evalbench.dataset.shard import parse_shard
@@ -183,7 +184,8 @@ def build_parts(config: RunConfig, items: Items) -> RunParts:
     try:
         plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, items.scan.format)
         context = AgentContext(seed=config.seed, schema=schemas, knowledge=items.knowledge, query=queries,
-                               execute=queries.execute, tables=queries.tables)
+                               execute=queries.execute, tables=queries.tables,
+                               column_meanings=load_column_meanings(config.knowledge_path))
         agent = build_agent(config.agent, context)
         vuser = build_vuser(config.vuser, config.seed, items.knowledge)
         scorers = plan.build()

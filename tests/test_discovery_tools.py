@@ -13,6 +13,7 @@ from evalbench.agents.config import OpenAICompatAgentConfig, ToolLimits
 from evalbench.agents.tools import ToolKit
 from evalbench.catalogs import QueryCatalog
 from evalbench.conversation import ReplyKind, ToolCall
+from evalbench.dataset.column_meanings import load_column_meanings
 from evalbench.dataset.items import Ambiguity
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.knowledge_index import Document, KnowledgeIndex
@@ -22,13 +23,15 @@ from tests.fake_llm_server import FakeLLMServer
 from tests.helpers import make_item
 
 KNOWLEDGE = load_knowledge(DEMO / "knowledge")
+MEANINGS = load_column_meanings(DEMO / "knowledge")
 
 
 @pytest.fixture(scope="module")
 def context(demo_sandbox) -> AgentContext:
     catalog = QueryCatalog()
     catalog.register("postgres", "greenleaf", demo_sandbox)
-    return AgentContext(seed=1, knowledge=KNOWLEDGE, query=catalog, execute=catalog.execute, tables=catalog.tables)
+    return AgentContext(seed=1, knowledge=KNOWLEDGE, query=catalog, execute=catalog.execute, tables=catalog.tables,
+                        column_meanings=MEANINGS)
 
 
 def toolbox(context: AgentContext, *names: str, item: Any = None, **limits: Any):
@@ -61,6 +64,8 @@ def test_list_and_describe_tables_match_the_database(context, demo_sandbox):
     columns = admin_rows(demo_sandbox, "SELECT column_name, data_type FROM information_schema.columns "
                                        "WHERE table_name = 'stores' ORDER BY ordinal_position")
     assert [(c["name"], c["type"]) for c in described["columns"]] == [tuple(c) for c in columns]
+    manager = next(c for c in described["columns"] if c["name"] == "manager_name")
+    assert manager["description"] == MEANINGS["greenleaf"][("stores", "manager_name")]  # the dataset's column meaning
     missing, call = run(box, "describe_table", table="stores; DROP TABLE stores")
     assert call.outcome == "error" and "no table" in missing["error"] and "stores" in missing["error"]
 
@@ -97,6 +102,9 @@ def test_search_knowledge_ranks_by_bm25_and_hides_deleted_entries(context):
     columns, _ = run(box, "search_knowledge", query="unit price")
     top_columns = {(r["table"], r["column"]) for r in columns["results"][:2] if r["kind"] == "column"}
     assert top_columns == {("order_items", "unit_price"), ("products", "unit_price")}  # "unit price" finds unit_price
+    watering, _ = run(box, "search_knowledge", query="watering rhythm")  # words of a column's description only
+    assert (watering["results"][0]["table"], watering["results"][0]["column"]) == ("products", "care_info")
+    assert "fields_meaning" in watering["results"][0]["description"]
     deleted = make_item(ambiguous=True).model_copy(update={"ambiguities": [Ambiguity(term="realized", kind="knowledge",
                                                                                      knowledge_id=1)]})
     hidden, _ = run(toolbox(context, item=deleted), "search_knowledge", query="realized order")
@@ -104,6 +112,23 @@ def test_search_knowledge_ranks_by_bm25_and_hides_deleted_entries(context):
     for query in ('"', "NEAR(a b", "status:*", "-", "AND OR NOT"):  # FTS5 syntax is read as words
         result, call = run(box, "search_knowledge", query=query)
         assert call.outcome == "ok" and isinstance(result["results"], list)
+
+
+def test_column_meanings_are_read_as_bird_interact_reads_them(tmp_path, caplog) -> None:
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "shop_column_meaning_base.json").write_text(json.dumps({
+        "shop|Orders|Status": "order status", "shop|orders|meta": {"column_meaning": "JSON", "fields_meaning": {"a": "b"}},
+        "other|orders|x": "another database", "shop|orders": "two parts"}))
+    (tmp_path / "broken_column_meaning_base.json").write_text("[1, 2")
+    (tmp_path / "list_column_meaning_base.json").write_text("[1, 2]")
+    found = load_column_meanings(tmp_path)
+    assert found["shop"] == {("orders", "status"): "order status",
+                             ("orders", "meta"): '{"column_meaning": "JSON", "fields_meaning": {"a": "b"}}'}
+    assert found["broken"] == {} and found["list"] == {}
+    warnings = caplog.text
+    assert "broken_column_meaning_base.json: column descriptions not read" in warnings
+    assert "expected a JSON object, got list" in warnings and "'other|orders|x' skipped" in warnings
+    assert load_column_meanings(tmp_path / "missing") == {}
 
 
 def test_bm25_prefers_the_rarer_word() -> None:

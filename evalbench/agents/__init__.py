@@ -17,6 +17,7 @@ from evalbench.registry import Registry
 
 if TYPE_CHECKING:
     from evalbench.conversation import Conversation
+    from evalbench.dataset.column_meanings import ColumnMeanings
     from evalbench.dataset.knowledge import Knowledge
     from evalbench.execution_result import ExecutionResult
     from evalbench.tables import TableInfo
@@ -60,6 +61,7 @@ class AgentContext:
     seed: int = 0
     schema: Callable[[str, str], str] = _no_schema  # (dialect, database) -> schema text
     knowledge: Knowledge = field(default_factory=dict)
+    column_meanings: ColumnMeanings = field(default_factory=dict)  # database -> (table, column) -> description
     # (dialect, database, sql) -> rows, read-only through the sandbox (None: failed or unknown
     # database); for offline agents that answer in words
     query: Callable[[str, str, str], list[tuple[Any, ...]] | None] = _no_query

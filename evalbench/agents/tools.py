@@ -94,9 +94,12 @@ class ToolKit:
         with self._lock:
             if key not in self._indexes:
                 documents = knowledge_documents(self.context.knowledge.get(item.database, {}))
-                documents += column_documents(self.context.tables(*key))
+                documents += column_documents(self.context.tables(*key), self.meanings(item))
                 self._indexes[key] = KnowledgeIndex(documents)
             return self._indexes[key]
+
+    def meanings(self, item: Item) -> dict[tuple[str, str], str]:
+        return self.context.column_meanings.get(item.database, {})
 
     def session(self, item: Item) -> Toolbox:
         return Toolbox(self, item)
@@ -151,8 +154,10 @@ class Toolbox:
             return {"tables": [{"table": t.name, "rows": t.rows} for t in self._tables()]}
         if name == "describe_table":
             table = self._table(args)
-            return {"table": table.name, "rows": table.rows, "columns": [{"name": n, "type": k} for n, k in table.columns],
-                    "knowledge_ids": self._visible_knowledge(table)}
+            meanings = self.kit.meanings(self.item)
+            columns = [{"name": n, "type": k} | ({"description": d} if (d := meanings.get((table.name.lower(), n.lower()))) else {})
+                       for n, k in table.columns]
+            return {"table": table.name, "rows": table.rows, "columns": columns, "knowledge_ids": self._visible_knowledge(table)}
         if name == "sample_rows":
             table = self._table(args)
             limit = _int_arg(args, "limit", 5, 1, self.kit.limits.max_rows)
