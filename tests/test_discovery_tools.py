@@ -302,3 +302,12 @@ def test_report_shows_each_tool_call_in_headless_chromium(tmp_path, pgdata):
     shown = [s for s in summaries if " · " in s]  # the calls the harness ran carry outcome · latency · size
     assert [s.split()[2] for s in shown] == [c["name"] for c in ran]
     assert all(f"{c['outcome']} · " in s and f"{c['result_bytes']} B" in s for s, c in zip(shown, ran, strict=True))
+
+
+def test_the_simulated_agent_describes_the_tables_its_answer_reads() -> None:
+    from evalbench.agents.simulated import tables_read
+
+    assert tables_read("CREATE VIEW v AS SELECT a FROM products p JOIN reviews r ON p.id = r.id", "postgres") == \
+        ["products", "reviews"]  # not the view it creates
+    assert sorted(tables_read("WITH x AS (SELECT 1 FROM orders) SELECT * FROM x, stores", "postgres")) == ["orders", "stores"]
+    assert tables_read("SELECT (((", "postgres") == []

@@ -231,15 +231,17 @@ def in_words(value: Any) -> str:
 
 
 def tables_read(sql: str, dialect: str) -> list[str]:
-    """The tables ``sql`` names (not its CTEs), in order of appearance; [] when it does not parse."""
+    """The tables ``sql`` reads (not its CTEs, nor what it creates), in order of appearance; []
+    when it does not parse."""
     if sqlglot.Dialect.get(dialect) is None:
         dialect = "postgres"
     try:
         tree = sqlglot.parse_one(sql.strip().rstrip(";"), read=dialect)
     except sqlglot.errors.SqlglotError:
         return []
-    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
-    return list(dict.fromkeys(t.name for t in tree.find_all(exp.Table) if t.name and t.name not in ctes))
+    skip = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    skip |= {created.name for create in tree.find_all(exp.Create) if (created := create.find(exp.Table)) is not None}
+    return list(dict.fromkeys(t.name for t in tree.find_all(exp.Table) if t.name and t.name not in skip))
 
 
 # --------------------------------------------------------------------------- SQL mutations
