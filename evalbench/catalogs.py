@@ -47,11 +47,9 @@ class QueryCatalog:
         self._sandboxes[(dialect, database)] = sandbox
 
     def __call__(self, dialect: str, database: str, sql: str) -> list[tuple[Any, ...]] | None:
-        sandbox = self._sandboxes.get((dialect, database))
-        if sandbox is None:
-            return None
-        result = sandbox.execute(sql, mode="read")
-        return None if result.error is not None or result.truncated else result.rows
+        """The rows of ``sql``; None when it failed, was cut at the row cap or the database is unknown."""
+        result = self.execute(dialect, database, sql)
+        return None if result is None or result.error is not None or result.truncated else result.rows
 
     def execute(self, dialect: str, database: str, sql: str) -> ExecutionResult | None:
         """``sql`` run in read mode (a write is refused by the sandbox); None: unknown database."""

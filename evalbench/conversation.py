@@ -247,7 +247,6 @@ def conversation_seed(run_seed: int, item_id: str, salt: str = "", trial: int = 
 
 def main_phase(item: Item, patience: int) -> PhaseRecord:
     """The main phase of ``item``, with its clarification budget (annotated ambiguities + patience)."""
-    asked_about = sum(1 for a in item.ambiguities if a.kind != "non_critical")
     return PhaseRecord(
         phase=Phase.MAIN,
         question=item.opening_question,
@@ -255,7 +254,7 @@ def main_phase(item: Item, patience: int) -> PhaseRecord:
         conditions=item.conditions,
         conditions_explicit=item.conditions_explicit,
         is_query=item.is_query,
-        clarification_budget=asked_about + patience,
+        clarification_budget=item.ambiguities_to_ask + patience,
         preprocess=list(item.preprocess_sql),
         golden_is_script=item.golden_is_script,
     )

@@ -101,7 +101,7 @@ def _knowledge_ids(item: Item) -> set[int]:
     knowledge ambiguities' deleted entries."""
     cited = list(item.external_knowledge) + (list(item.follow_up.external_knowledge) if item.follow_up else [])
     ids = {k for k in cited if isinstance(k, int) and not isinstance(k, bool)}
-    return ids | {a.knowledge_id for a in item.ambiguities if a.knowledge_id is not None}
+    return ids | item.deleted_knowledge
 
 
 def dataset_info(config: RunConfig, validation: Path | None = None) -> DatasetInfo:

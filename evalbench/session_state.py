@@ -16,16 +16,13 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from evalbench.dataset.items import knowledge_refs
 from evalbench.dataset.knowledge import KnowledgeEntry
 
 SchemaText = Callable[[str, str], str]  # (dialect, database) -> schema text
-
-
-def _no_schema(dialect: str, database: str) -> str:
-    return ""
 
 
 @dataclass(frozen=True)
@@ -34,32 +31,22 @@ class StateFacts:
     database's schema and knowledge base."""
 
     item: Any
-    patience: int = 0
-    schema: SchemaText = _no_schema
-    knowledge: dict[int, KnowledgeEntry] = field(default_factory=dict)  # the item's database's entries
-
-    def deleted(self) -> set[int]:
-        """Knowledge entries the item's ambiguities deleted: the agent is meant to ask about them."""
-        return {a.knowledge_id for a in self.item.ambiguities if a.knowledge_id is not None}
+    patience: int
+    schema: SchemaText
+    knowledge: dict[int, KnowledgeEntry]  # the item's database's entries
 
 
 def _knowledge_ids(facts: StateFacts) -> list[int]:
     """The knowledge entries the item cites (BIRD-Interact's ``external_knowledge``), as ids, less
     those an ambiguity deleted: what the prompt agents see."""
-    ids = set()
-    for ref in facts.item.external_knowledge:
-        try:
-            ids.add(int(ref))
-        except (TypeError, ValueError):
-            continue
-    return sorted(ids - facts.deleted())
+    return sorted(set(knowledge_refs(facts.item.external_knowledge)) - facts.item.deleted_knowledge)
 
 
 def _external_kg(facts: StateFacts) -> str:
     """The database's knowledge base less the deleted entries, as BIRD-Interact's ADK environment
     gives it to its agent (``db_environment/server.py::get_knowledge``: a JSON list, indent 2, of
     id, knowledge, description, definition)."""
-    deleted = facts.deleted()
+    deleted = facts.item.deleted_knowledge
     return json.dumps([{"id": e.id, "knowledge": e.name, "description": e.description, "definition": list(e.definition)}
                        for e in facts.knowledge.values() if e.id not in deleted], indent=2, ensure_ascii=False)
 
@@ -67,7 +54,7 @@ def _external_kg(facts: StateFacts) -> str:
 def _max_turn(facts: StateFacts) -> int:
     """BIRD-Interact's clarification budget (``orchestrator/cinteract.py::run_single_task``):
     critical and knowledge ambiguities plus the patience."""
-    return sum(1 for a in facts.item.ambiguities if a.kind != "non_critical") + facts.patience
+    return facts.item.ambiguities_to_ask + facts.patience
 
 
 # what a template may name: facts known when a conversation's session opens

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -117,3 +117,14 @@ class FakeLLMServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def chat_completion(content: str | None = None, calls: Sequence[tuple[str, dict[str, Any]]] = ()) -> dict[str, Any]:
+    """An OpenAI chat completion: ``content`` and/or tool ``calls`` (name, arguments), ids call_0, call_1..."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
+                                  "function": {"name": name, "arguments": json.dumps(args)}}
+                                 for i, (name, args) in enumerate(calls)]
+    return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}

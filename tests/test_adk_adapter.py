@@ -4,10 +4,12 @@ answers with scripted statuses."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -115,14 +117,41 @@ class Script:
         self.requests: list[tuple[str, str, dict]] = []
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A fake server's handler: ``answer`` handles every POST and DELETE."""
+
+    def answer(self) -> None:
+        raise NotImplementedError
+
+    def do_POST(self) -> None:
+        self.answer()
+
+    do_DELETE = do_POST
+
+    def read_json(self) -> object:
+        length = int(self.headers.get("content-length") or 0)
+        return json.loads(self.rfile.read(length) or b"null")
+
+    def send_json(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @pytest.fixture
 def fake_server():
     script = Script()
 
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self):
-            length = int(self.headers.get("content-length") or 0)
-            body = json.loads(self.rfile.read(length) or b"null")
+    class Handler(JsonHandler):
+        def answer(self):
+            body = self.read_json()
             script.requests.append((self.command, self.path, body))
             if self.path.endswith("/sessions") and self.command == "POST":
                 status, headers, payload, delay = 200, {}, {"id": f"s{len(script.requests)}"}, 0.0
@@ -131,26 +160,24 @@ def fake_server():
             else:
                 status, headers, payload, delay = script.responses.pop(0)
             time.sleep(delay)
-            data = json.dumps(payload).encode() if not isinstance(payload, bytes) else payload
-            self.send_response(status)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_json(status, payload, headers)
 
-        do_POST = do_DELETE = _answer
+    with serve(Handler) as url:
+        yield url, script
 
-        def log_message(self, *args):
-            pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+@contextlib.contextmanager
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free local port, in a thread; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", script
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def make_agent(base_url, **overrides):
@@ -260,43 +287,24 @@ def test_an_older_api_server_that_stores_the_whole_body_as_state_gets_the_bare_s
     sessions: dict[str, dict] = {}
     calls: list[tuple[str, str]] = []
 
-    class OldAdk(BaseHTTPRequestHandler):
-        def _answer(self):
-            length = int(self.headers.get("content-length") or 0)
-            body = json.loads(self.rfile.read(length) or b"null")
+    class OldAdk(JsonHandler):
+        def answer(self):
+            body = self.read_json()
             calls.append((self.command, self.path))
             session_id = self.path.rsplit("/", 1)[1]
             if self.command == "POST":
                 session_id = f"s{len(sessions)}" if session_id == "sessions" else session_id
-                sessions[session_id] = body or {}
+                sessions[session_id] = body if isinstance(body, dict) else {}
                 payload: object = {"id": session_id, "state": sessions[session_id]}
             else:
                 sessions.pop(session_id, None)
                 payload = None
-            data = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_json(200, payload)
 
-        do_POST = do_DELETE = _answer
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), OldAdk)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        agent = make_agent(f"http://127.0.0.1:{server.server_address[1]}")
-        session = agent.open_session(Conv())
+    with serve(OldAdk) as url:
+        session = make_agent(url).open_session(Conv())
         assert sessions == {session.session_id: {"database": "greenleaf", "dialect": "postgres"}}
         assert [c[0] for c in calls] == ["POST", "DELETE", "POST"] and calls[1][1].endswith("/s0")
         # a state that has a "state" key of its own is never taken for a wrapped one
-        agent = make_agent(f"http://127.0.0.1:{server.server_address[1]}", session_state={"state": "{database}"})
-        agent.open_session(Conv())
+        make_agent(url, session_state={"state": "{database}"}).open_session(Conv())
         assert calls[-1] == ("POST", "/apps/app/users/evalbench/sessions")
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

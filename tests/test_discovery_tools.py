@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import OpenAICompatAgentConfig, ToolLimits
@@ -19,7 +21,8 @@ from evalbench.dataset.knowledge import load_knowledge
 from evalbench.knowledge_index import Document, KnowledgeIndex
 from evalbench.stages import new_conversation
 from tests.conftest import DEMO
-from tests.fake_llm_server import FakeLLMServer
+from tests.fake_llm_server import FakeLLMServer, Scripted
+from tests.fake_llm_server import chat_completion as completion
 from tests.helpers import make_item
 
 KNOWLEDGE = load_knowledge(DEMO / "knowledge")
@@ -156,16 +159,6 @@ def test_budgets_and_byte_caps(context):
 # --------------------------------------------------------------------------- the agent loop
 
 
-def completion(content: str | None = None, calls: list[tuple[str, dict[str, Any]]] = ()) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
-                                  "function": {"name": name, "arguments": json.dumps(args)}}
-                                 for i, (name, args) in enumerate(calls)]
-    return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
-
-
 def agent_for(server: FakeLLMServer, context: AgentContext, **options: Any) -> Any:
     options = {"tools": ["describe_table", "search_knowledge"]} | options
     config = OpenAICompatAgentConfig(agent="openai_compat", base_url=server.url + "/v1", model="m", **options)
@@ -193,8 +186,8 @@ def test_the_agent_explores_then_answers_in_one_turn(context):
 
 
 def test_a_model_that_never_stops_calling_tools_ends_the_turn(context):
-    with FakeLLMServer(responder=lambda _: __import__("tests.fake_llm_server", fromlist=["Scripted"]).Scripted(
-            body=completion(calls=[("search_knowledge", {"query": "order"})]))) as server:
+    endless = completion(calls=[("search_knowledge", {"query": "order"})])
+    with FakeLLMServer(responder=lambda _: Scripted(body=endless)) as server:
         agent = agent_for(server, context, tool_limits={"per_turn": 2})
         conv = new_conversation(make_item(), seed=1, max_turns=5, patience=1, timeout_s=60)
         reply = agent.open_session(conv).send("Orders?")
@@ -311,3 +304,18 @@ def test_the_simulated_agent_describes_the_tables_its_answer_reads() -> None:
         ["products", "reviews"]  # not the view it creates
     assert sorted(tables_read("WITH x AS (SELECT 1 FROM orders) SELECT * FROM x, stores", "postgres")) == ["orders", "stores"]
     assert tables_read("SELECT (((", "postgres") == []
+
+
+@given(rows=st.lists(st.lists(st.one_of(st.integers(), st.text(max_size=60), st.none()), min_size=1, max_size=3), max_size=40),
+       max_bytes=st.integers(256, 3000))
+def test_a_result_keeps_the_longest_prefix_of_rows_that_fits(rows: list[list[Any]], max_bytes: int) -> None:
+    from evalbench.agents.tools import _fit
+
+    response = {"columns": ["a", "b", "c"], "rows": rows, "truncated": False}
+    cut, size = _fit(response, max_bytes)
+    assert size == len(json.dumps(cut, ensure_ascii=False).encode()) and size <= max_bytes
+    if cut is response:
+        return
+    assert cut["truncated"] is True and cut["rows"] == rows[:len(cut["rows"])]
+    one_more = cut | {"rows": rows[:len(cut["rows"]) + 1]}
+    assert len(json.dumps(one_more, ensure_ascii=False).encode()) > max_bytes

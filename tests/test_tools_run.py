@@ -19,21 +19,12 @@ from evalbench.results.journal.reader import read_journal
 from tests.adk_apps.evalbench_offline_llm import resolve
 from tests.conftest import DEMO
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
+from tests.fake_llm_server import chat_completion as completion
 
 # Unambiguous questions (amb_user_query == query) without a follow-up: the golden SQL answers them.
 ITEMS = ["greenleaf_2", "greenleaf_3", "greenleaf_6"]
 DISCOVERY = ["describe_table", "search_knowledge"]
 WRITE = "DELETE FROM stores"
-
-
-def completion(content: str | None = None, calls: list[tuple[str, dict[str, Any]]] = ()) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
-                                  "function": {"name": name, "arguments": json.dumps(args)}}
-                                 for i, (name, args) in enumerate(calls)]
-    return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
 
 
 def golden(question: str) -> str:

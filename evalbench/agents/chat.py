@@ -61,6 +61,7 @@ from evalbench.agents.limits import CallLimiter, backoff_delay
 from evalbench.agents.tools import RUN_SQL_NOTE, Toolbox, ToolKit, tool_specs
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
 from evalbench.dataset import Item
+from evalbench.dataset.items import knowledge_refs
 from evalbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -131,14 +132,10 @@ def knowledge_section(item: Item, context: AgentContext) -> str:
     """The item's external knowledge entries as a prompt section ("" when there are none).
     Entries an ambiguity deleted are left out: the agent is meant to ask about them."""
     entries = context.knowledge.get(item.database, {})
-    deleted = {a.knowledge_id for a in item.ambiguities if a.knowledge_id is not None}
     lines = []
-    for ref in item.external_knowledge:
-        try:
-            entry = entries.get(int(ref))
-        except (TypeError, ValueError):
-            entry = None
-        if entry is None or entry.id in deleted:
+    for ref in knowledge_refs(item.external_knowledge):
+        entry = entries.get(ref)
+        if entry is None or entry.id in item.deleted_knowledge:
             continue
         line = f"- {entry.name}: {entry.description}".rstrip()
         definition = "; ".join(d for d in entry.definition if d)
@@ -407,12 +404,12 @@ class ChatSession:
             reply = classify(turn.text, turn.calls if any(c.name == ASK_USER for c in turn.calls) else calls)
             reply.tool_calls = calls
         except CallFailed as failure:
-            reply, turn, usage = AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind), None, None
+            reply, turn = AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind), None
             reply.tool_calls = list(failure.calls)
         except Exception as exc:  # a bug reading a response: still a turn error, never raised
             log.warning("%s: reading the model's reply failed", self.agent.name, exc_info=True)
-            reply, turn, usage = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}", error_kind="protocol"), None, None
-        if turn is not None and usage is not None:
+            reply, turn = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}", error_kind="protocol"), None
+        if turn is not None:
             reply.usage = usage
             reply.raw = turn.raw
             if reply.kind is ReplyKind.ERROR and turn.finish_reason:
@@ -445,8 +442,8 @@ class ChatSession:
                 raise
             waited += wait
             calls.extend(turn.calls)
-            usage.prompt, usage.completion = usage.prompt + turn.usage.prompt, usage.completion + turn.usage.completion
-            usage.total += turn.usage.total
+            usage = TokenUsage(usage.prompt + turn.usage.prompt, usage.completion + turn.usage.completion,
+                               usage.total + turn.usage.total)
             if toolbox is None or not _explores(turn.calls, toolbox):
                 return turn, calls, usage, waited
             self.history.append(turn.native)

@@ -29,6 +29,7 @@ from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.tools import ToolKit
 from evalbench.config_agents import FAILURE_KINDS  # noqa: F401 (re-exported; the config schema validates rates against it)
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, ToolCall, conversation_seed
+from evalbench.dataset.items import knowledge_refs
 
 DEFAULT_FAILURE_RATES = {
     "wrong_filter": 0.08,
@@ -124,17 +125,8 @@ class SimulatedSession:
 
     def _needed(self, cited: list[Any]) -> list[int]:
         """The knowledge entries a phase cites that the agent may see (an ambiguity's are asked for)."""
-        deleted = {a.knowledge_id for a in self.item.ambiguities if a.knowledge_id is not None}
         entries = self.agent.knowledge.get(self.item.database, {})
-        ids = []
-        for ref in cited:
-            try:
-                number = int(ref)
-            except (TypeError, ValueError):
-                continue
-            if number in entries and number not in deleted:
-                ids.append(number)
-        return ids
+        return [i for i in knowledge_refs(cited) if i in entries and i not in self.item.deleted_knowledge]
 
     def _explore(self, text: str) -> list[ToolCall]:
         """The tool calls of a phase's first turn, run through the toolbox (budgets apply)."""
@@ -160,14 +152,12 @@ class SimulatedSession:
         return planned
 
     def _reply(self, text: str) -> AgentReply:
-        follow_up = self.item.follow_up
-        if follow_up is not None and text == follow_up.question:
+        phase, golden, cited = self._phase(text)
+        if phase == "follow_up":
             self.in_follow_up = True
-        if follow_up is not None and self.in_follow_up:
-            return self._answer(follow_up.golden_sql[0], self._failure("follow_up", follow_up.external_knowledge),
-                                ambiguous_terms=[])
+            return self._answer(golden, self._failure(phase, cited), ambiguous_terms=[])
         terms = [a.term for a in self.item.ambiguities if a.kind != "non_critical"]
-        return self._answer(self.item.golden_sql[0], self._failure("main", self.item.external_knowledge), ambiguous_terms=terms)
+        return self._answer(golden, self._failure(phase, cited), ambiguous_terms=terms)
 
     def _failure(self, phase: str, cited: list[Any]) -> str | None:
         """The phase's drawn failure; a guess when the agent lacks knowledge the phase needs."""

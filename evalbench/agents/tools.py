@@ -86,8 +86,8 @@ class ToolKit:
         self._lock = threading.Lock()
 
     def runs(self, call: ToolCall) -> bool:
-        """Whether this kit runs ``call`` (a discovery tool it has; run_sql when it shows rows)."""
-        return call.name in self.names and (call.name in SPECS or self.executes_sql)
+        """Whether this kit runs ``call``: a discovery tool it has (run_sql when it shows rows)."""
+        return call.name in self.names
 
     def index(self, item: Item) -> KnowledgeIndex:
         key = (item.dialect, item.database)
@@ -118,11 +118,9 @@ class Toolbox:
         self.kit, self.item = kit, item
         self.calls_in_conversation = 0
         self.calls_in_turn = 0
-        self.exhausted = False  # a call of this turn was refused over the budget
 
     def start_turn(self) -> None:
         self.calls_in_turn = 0
-        self.exhausted = False
 
     def run(self, call: ToolCall) -> dict[str, Any]:
         """Run ``call``; its response, outcome, latency and result size are set on it."""
@@ -130,7 +128,6 @@ class Toolbox:
         limits = self.kit.limits
         if self.calls_in_turn >= limits.per_turn or self.calls_in_conversation >= limits.per_conversation:
             which = "turn" if self.calls_in_turn >= limits.per_turn else "conversation"
-            self.exhausted = True
             response: dict[str, Any] = {"error": f"tool budget exhausted ({which}): not run. Answer now with run_sql, "
                                                  "or ask_user"}
             outcome = "budget"
@@ -185,19 +182,15 @@ class Toolbox:
             raise _ToolError(f"no table {wanted!r} (tables: {known})")
         return found
 
-    def _deleted(self) -> set[int]:
-        return {a.knowledge_id for a in self.item.ambiguities if a.knowledge_id is not None}
-
     def _visible_knowledge(self, table: TableInfo) -> list[int]:
-        deleted = self._deleted()
-        return [i for i in table.knowledge_ids if i not in deleted]
+        return [i for i in table.knowledge_ids if i not in self.item.deleted_knowledge]
 
     def _search(self, args: dict[str, Any]) -> dict[str, Any]:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise _ToolError("no query given")
         limit = _int_arg(args, "limit", self.kit.limits.max_results, 1, self.kit.limits.max_results)
-        exclude = frozenset(("knowledge", str(i)) for i in self._deleted())
+        exclude = frozenset(("knowledge", str(i)) for i in self.item.deleted_knowledge)
         found = self.kit.index(self.item).search(query, limit, exclude)
         return {"results": [{"kind": d.kind, **d.fields, "score": round(score, 4)} for d, score in found]}
 
@@ -237,22 +230,31 @@ def _cell(value: Any) -> Any:
     return str(value)  # Decimal, dates, UUIDs...: as the database would print them
 
 
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode())
+
+
 def _fit(response: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], int]:
-    """``response`` cut to at most ``max_bytes`` of JSON (rows or results dropped from the end,
-    then long strings cut), with its size."""
-    text = json.dumps(response, ensure_ascii=False, default=str)
-    size = len(text.encode())
+    """``response`` within ``max_bytes`` of JSON, with its size: each list (rows, results,
+    tables, columns) keeps its longest prefix that fits, and the result says ``truncated``."""
+    size = _size(response)
     if size <= max_bytes:
         return response, size
     cut = dict(response, truncated=True)
     for key in ("rows", "results", "tables", "columns"):
-        items = list(cut.get(key) or [])
-        while items and len(json.dumps(cut | {key: items}, ensure_ascii=False, default=str).encode()) > max_bytes:
-            items.pop()
-        if key in cut:
-            cut[key] = items
-    text = json.dumps(cut, ensure_ascii=False, default=str)
-    if len(text.encode()) > max_bytes:  # one huge value: say so rather than send a broken fragment
+        items = cut.get(key)
+        if not isinstance(items, list):
+            continue
+        room = max_bytes - _size(cut | {key: []})  # each item is measured once
+        kept: list[Any] = []
+        for item in items:
+            room -= _size(item) + (2 if kept else 0)  # json.dumps puts ", " between items
+            if room < 0:
+                break
+            kept.append(item)
+        cut[key] = kept
+    size = _size(cut)
+    if size > max_bytes:  # one huge value: say so rather than send a broken fragment
         cut = {"error": f"the result is larger than {max_bytes} bytes even cut to nothing", "truncated": True}
-        text = json.dumps(cut)
-    return cut, len(text.encode())
+        size = _size(cut)
+    return cut, size

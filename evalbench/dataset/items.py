@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,9 +75,20 @@ class Item(_Frozen):
         return self.ambiguous_question or self.question
 
     @property
+    def ambiguities_to_ask(self) -> int:
+        """The annotated ambiguities the agent should ask about (critical and knowledge ones)."""
+        return sum(1 for a in self.ambiguities if a.kind != "non_critical")
+
+    @property
     def needs_clarification(self) -> bool:
         """Whether the opening question leaves something the agent should ask about."""
-        return any(a.kind != "non_critical" for a in self.ambiguities)
+        return self.ambiguities_to_ask > 0
+
+    @property
+    def deleted_knowledge(self) -> frozenset[int]:
+        """Knowledge entries the item's ambiguities deleted (BIRD-Interact's ``deleted_knowledge``):
+        never shown to an agent, which is meant to ask about them."""
+        return frozenset(a.knowledge_id for a in self.ambiguities if a.knowledge_id is not None)
 
     @property
     def golden_is_script(self) -> bool:
@@ -88,6 +100,18 @@ class Item(_Frozen):
     def is_query(self) -> bool:
         """A question answered by a result set (not a data-changing task)."""
         return self.category == "Query" and self.query_type == "dql"
+
+
+def knowledge_refs(refs: Iterable[Any]) -> list[int]:
+    """The ids among ``external_knowledge`` references, in order (3 and "3" alike; a reference
+    that is not a number is skipped)."""
+    ids = []
+    for ref in refs:
+        try:
+            ids.append(int(ref))
+        except (TypeError, ValueError):
+            continue
+    return ids
 
 
 class RecordError(_Frozen):

@@ -96,8 +96,7 @@ class SummaryBuilder:
         self.clarifications = 0
         self.sessions_opened = 0
         self.tokens: Counter[str] = Counter()
-        self.tools: Counter[str] = Counter()  # discovery tool calls, errors, refusals over the budget
-        self.tool_items = 0  # conversations that called a discovery tool
+        self.tools: Counter[str] = Counter()  # discovery tool calls, errors, refusals; conversations with calls, out of budget
         self.agent_latency_s = 0.0
         self.agent_calls = 0
         self.conversation_s = 0.0
@@ -127,9 +126,7 @@ class SummaryBuilder:
         self.sessions_opened += record.get("sessions_opened", 0)
         self.tokens.update(record.get("tokens") or {})
         if record.get("tools"):
-            self.tools.update(record["tools"])
-            self.tool_items += 1
-            self.tools["out_of_budget"] += bool(record["tools"].get("budget"))
+            self.tools.update(record["tools"] | {"conversations": 1, "out_of_budget": int(bool(record["tools"].get("budget")))})
         self.reward += record.get("reward") or 0.0
         self.leaking_replies += record.get("leaks") or 0
         self.conversation_s += record.get("elapsed_s") or 0.0
@@ -202,7 +199,8 @@ class SummaryBuilder:
         out of budget."""
         return {"calls": self.tools["calls"], "mean_calls": round(self.tools["calls"] / judged, 3) if judged else None,
                 "errors": self.tools["errors"], "budget_refusals": self.tools["budget"],
-                "conversations_with_calls": self.tool_items, "conversations_out_of_budget": self.tools["out_of_budget"]}
+                "conversations_with_calls": self.tools["conversations"],
+                "conversations_out_of_budget": self.tools["out_of_budget"]}
 
     def result(self, **extra: Any) -> dict[str, Any]:
         scorers: dict[str, dict[str, Any]] = {}
