@@ -259,6 +259,7 @@ class DatabaseConfig(StrictModel):
 class ExecutionConfig(StrictModel):
     statement_timeout_s: float = Field(10.0, gt=0, description="time budget of one execution (all its statements), golden and generated SQL alike; an agent's SQL also stops at the conversation deadline")
     max_rows: int = Field(10_000, ge=1, description="rows fetched per result; more marks the result truncated")
+    max_result_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="bytes of one result held while it is read (text and bytes counted by length); rows past it are not read and the result is truncated")
     preview_rows: int = Field(5, ge=0, description="rows of each result kept in the journal")
 
 

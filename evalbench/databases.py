@@ -38,6 +38,7 @@ class Database:
             statement_timeout_s=self.config.statement_timeout_s or execution.statement_timeout_s,
             max_rows=self.config.max_rows or execution.max_rows,
             executions_per_minute=self.config.max_executions_per_minute,
+            max_result_bytes=execution.max_result_bytes,
         )
         return self.backend.open_sandbox(self.config, provisioned, limits, run.embedded.data_dir)
 

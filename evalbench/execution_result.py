@@ -22,7 +22,8 @@ class ExecutionResult:
 
     columns: list[str] = field(default_factory=list)
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    truncated: bool = False
+    truncated: bool = False  # rows were left unread: the row cap, or the byte cap (``truncated_at_bytes``)
+    truncated_at_bytes: bool = False
     elapsed_s: float = 0.0
     error: str | None = None
     error_kind: ErrorKind | None = None

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 Mode = Literal["read", "write"]
 PreprocessErrors = Literal["fail", "stop"]
+# Whose SQL an execution runs. Agent SQL runs under a database identity of its own that can neither
+# change any object nor observe golden work (its statements, results or statistics): golden SQL
+# runs as another identity. Backends without identities (the file engines) run both the same way.
+Actor = Literal["agent", "golden"]
 
 
 class DatabaseUnavailable(Exception):
@@ -42,6 +46,7 @@ class SandboxLimits:
     statement_timeout_s: float
     max_rows: int
     executions_per_minute: int | None = None
+    max_result_bytes: int = 32 * 1024 * 1024  # of one result as it is read: rows past it are not held (truncated)
 
 
 @dataclass
@@ -84,10 +89,13 @@ class Sandbox(Protocol):
     runs_test_cases: bool  # BIRD-Interact's Python test cases (they hold a psycopg connection) can run here
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
-                preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult: ...
+                preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult: ...
 
-    def write_transaction(self, preprocess: Sequence[str] = (),
-                          preprocess_errors: PreprocessErrors = "fail") -> AbstractContextManager[WriteTransaction]: ...
+    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail",
+                          actor: Actor = "agent") -> AbstractContextManager[WriteTransaction]:
+        """One rolled-back write transaction; ``state_match`` runs the agent's script in it first,
+        then the golden script (so the agent's part, undone before, cannot observe the golden one)."""
+        ...
 
     def interrupt(self) -> None: ...
 

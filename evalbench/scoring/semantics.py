@@ -96,7 +96,8 @@ def execute_golden(sandbox: Sandbox, phase: PhaseRecord, rules: ResultRules) -> 
     phase.golden_run_sql = rules.golden_runs(phase)
     phase.preprocess_errors = rules.preprocess_errors
     phase.golden = [sandbox.execute(run, mode=golden_mode(phase, run), preprocess=phase.preprocess,
-                                    preprocess_errors=rules.preprocess_errors) for run in phase.golden_run_sql]
+                                    preprocess_errors=rules.preprocess_errors, actor="golden")
+                    for run in phase.golden_run_sql]
 
 
 def golden_mode(phase: PhaseRecord, run: list[str]) -> Literal["read", "write"]:

@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 
 from evalbench.backends.admission import admit, rate_limiter
-from evalbench.backends.base import DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
+from evalbench.backends.base import Actor, DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.pool import Checkout
 from evalbench.backends.watchdog import Watchdog
@@ -103,7 +103,7 @@ class DuckDBSandbox:
                 _rollback(cursor)
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
-                preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
+                preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
         """Run ``sql`` after the trusted ``preprocess`` SQL; the result of the last statement."""
         admission = admit(sql, mode, self.dialect, self.timeout_s)
         if admission.refused:
@@ -130,7 +130,7 @@ class DuckDBSandbox:
 
     @contextmanager
     def write_transaction(self, preprocess: Sequence[str] = (),
-                          preprocess_errors: PreprocessErrors = "fail") -> Iterator[DuckDBWriteTransaction]:
+                          preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> Iterator[DuckDBWriteTransaction]:
         """One transaction on the writing cursor, after ``preprocess``, for work that runs several
         scripts on the same starting state (``state_match``): always rolled back."""
         with self.write_lock, self._checkout(True) as cursor:

@@ -21,7 +21,7 @@ import pymysql
 import pymysql.cursors
 
 from evalbench.backends.admission import admit, rate_limiter
-from evalbench.backends.base import ExecutionResult, Mode, PreprocessErrors, SandboxLimits
+from evalbench.backends.base import Actor, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.mysql.provision import Logins
 from evalbench.backends.mysql.target import MySQLTarget, quote
@@ -107,7 +107,7 @@ class MySQLSandbox:
             return list(cursor.fetchall())
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
-                preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
+                preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
         """Run ``sql`` after the trusted ``preprocess`` SQL; the result of the last statement."""
         admission = admit(sql, mode, self.dialect, self.timeout_s)
         if admission.refused:
@@ -155,7 +155,7 @@ class MySQLSandbox:
 
     @contextmanager
     def write_transaction(self, preprocess: Sequence[str] = (),
-                          preprocess_errors: PreprocessErrors = "fail") -> Iterator[MySQLWriteTransaction]:
+                          preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> Iterator[MySQLWriteTransaction]:
         """One transaction as the write user, after ``preprocess``, for work that runs several
         scripts on the same starting state (``state_match``): always rolled back."""
         with self.write_lock, self._checkout(True) as pooled:

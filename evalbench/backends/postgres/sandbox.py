@@ -27,7 +27,7 @@ from sqlalchemy.pool import QueuePool
 
 from evalbench import deadline
 from evalbench.backends.admission import admit, admit_script
-from evalbench.backends.base import DatabaseUnavailable, ErrorKind, ExecutionResult, Mode, PreprocessErrors
+from evalbench.backends.base import Actor, DatabaseUnavailable, ErrorKind, ExecutionResult, Mode, PreprocessErrors
 from evalbench.backends.fingerprint import Fingerprint, written_tables
 from evalbench.backends.postgres import state
 from evalbench.backends.postgres.pgtypes import register_loaders
@@ -104,7 +104,7 @@ class Sandbox:
                 conn.cancel_safe(timeout=2.0)  # the protocol's cancel request: no function call, no privilege
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
-                preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
+                preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
         """Run ``sql`` (one text or several, each possibly holding several statements) after the
         trusted ``preprocess`` SQL, and return the result of the last statement. A failing
         preprocess text fails the execution, or with ``preprocess_errors="stop"`` (BIRD-Interact's
@@ -127,7 +127,7 @@ class Sandbox:
         return result
 
     @contextmanager
-    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail") -> Iterator[WriteTransaction]:
+    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> Iterator[WriteTransaction]:
         """One READ WRITE transaction, as the sandbox role, after ``preprocess``, for work that
         runs several scripts on the same starting state (``state_match``): always rolled back,
         sequences restored, one at a time per database. Raises DatabaseUnavailable when the

@@ -24,6 +24,7 @@ from urllib.parse import quote
 from evalbench import deadline
 from evalbench.backends.admission import admit, admit_script, rate_limiter
 from evalbench.backends.base import (
+    Actor,
     DatabaseUnavailable,
     ExecutionResult,
     Mode,
@@ -107,7 +108,7 @@ class SQLiteSandbox:
             conn.interrupt()
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
-                preprocess_errors: PreprocessErrors = "fail") -> ExecutionResult:
+                preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
         """Run ``sql`` after the trusted ``preprocess`` SQL; the result of the last statement."""
         admission = admit(sql, mode, self.dialect, self.timeout_s)
         if admission.refused:
@@ -134,7 +135,7 @@ class SQLiteSandbox:
 
     @contextmanager
     def write_transaction(self, preprocess: Sequence[str] = (),
-                          preprocess_errors: PreprocessErrors = "fail") -> Iterator[SQLiteWriteTransaction]:
+                          preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> Iterator[SQLiteWriteTransaction]:
         """One transaction on the read-write connection, after ``preprocess``, for work that runs
         several scripts on the same starting state (``state_match``): always rolled back."""
         with self.write_lock, self._checkout(True) as (conn, guard):
