@@ -19,7 +19,8 @@ pymysql = pytest.importorskip("pymysql", reason="pymysql is not installed (pip i
 
 from evalbench.backends import get_backend  # noqa: E402
 from evalbench.backends.base import SandboxLimits  # noqa: E402
-from evalbench.backends.mysql.provision import drop_database, sandbox_users  # noqa: E402
+from evalbench.backends.mysql.identities import agent_user, golden_users  # noqa: E402
+from evalbench.backends.mysql.provision import drop_database  # noqa: E402
 from evalbench.backends.mysql.target import resolve_target  # noqa: E402
 from evalbench.backends.setup import find_setup  # noqa: E402
 from evalbench.config import DatabaseConfig  # noqa: E402
@@ -101,7 +102,7 @@ def test_provisioning_creates_reuses_and_rebuilds(tmp_path: Path, name: str) -> 
     setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())
     assert "will be created" in backend.probe(config, setup, None, 5)
     provisioned = backend.provision(config, setup, None)
-    assert provisioned.action == "created" and provisioned.rows_loaded == 4 and provisioned.sandbox_user == sandbox_users(name)[0]
+    assert provisioned.action == "created" and provisioned.rows_loaded == 4 and provisioned.sandbox_user == agent_user(name, 0).replace("a0_", "a<n>_")
     assert provisioned.warning is None
     assert backend.provision(config, setup, None).action == "reused"
     assert "logged in" in backend.probe(config, setup, None, 5)
@@ -190,7 +191,10 @@ def test_server_files_and_other_schemas_are_out_of_reach(shop) -> None:
     assert outfile.error_kind == "sql" and "FILE" in outfile.error
     assert sandbox.execute("SELECT * FROM mysql.user").error_kind == "sql"
     assert sandbox.execute("SELECT * FROM evalbench_meta.logins").error_kind == "sql"
-    assert sandbox.execute("SELECT CURRENT_USER()").rows[0][0].startswith(sandbox_users(config.database_name)[0] + "@")
+    agent = sandbox.execute("SELECT CURRENT_USER()").rows[0][0]
+    assert agent.split("@")[0] in {agent_user(config.database_name, i) for i in range(LIMITS.pool_size)}
+    golden = sandbox.execute("SELECT CURRENT_USER()", actor="golden").rows[0][0]
+    assert golden.startswith(golden_users(config.database_name)[0] + "@")
 
 
 def test_write_mode_is_rolled_back_and_refuses_ddl(shop) -> None:
