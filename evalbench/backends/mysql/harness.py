@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pymysql
 
+from evalbench import deadline
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.mysql import counters, identities
 from evalbench.backends.mysql.identities import Identity, execute, rows
@@ -51,8 +52,9 @@ class Harness:
     def writing(self) -> Iterator[None]:
         """The database's write lock across processes, the counters settled before and after."""
         name = identities.write_lock_name(self.target.name)
+        wait = deadline.budget(_WRITE_WAIT_S) or 0.0  # never past the conversation's deadline
         with self._lock:
-            if not self._call(lambda conn: rows(conn, "SELECT GET_LOCK(%s, %s)", (name, _WRITE_WAIT_S))[0][0]):
+            if not self._call(lambda conn: rows(conn, "SELECT GET_LOCK(%s, %s)", (name, wait))[0][0]):
                 raise DatabaseUnavailable(f"timed out waiting for another run's write to {self.target.describe()}")
             try:
                 self.settle()

@@ -28,6 +28,7 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 
+from evalbench import deadline
 from evalbench.backends.admission import admit, rate_limiter
 from evalbench.backends.base import Actor, DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
@@ -148,15 +149,15 @@ class MySQLSandbox:
             return result
         if self._limiter:
             self._limiter.acquire()
-        end = time.monotonic() + admission.budget_s
         started = time.perf_counter()
         writes = mode == "write" or bool(preprocess)
         try:
             with self._writing() if writes else nullcontext(), self._pools[actor](writes) as pooled:
+                end = time.monotonic() + _budget(self.timeout_s)  # from when the SQL can start (not a wait for a turn)
                 self._transaction(pooled, writes, preprocess, preprocess_errors, admission.statements, result, end)
         except DatabaseUnavailable as exc:  # the harness's connection (the write lock, the counters)
             result.columns, result.rows, result.truncated = [], [], False
-            result.error, result.error_kind = str(exc), "connection"
+            result.error, result.error_kind = str(exc), "timeout" if deadline.passed() else "connection"
         result.elapsed_s = time.perf_counter() - started
         return result
 
@@ -372,6 +373,12 @@ def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
     if code in _LOST_CODES or isinstance(exc, pymysql.err.InterfaceError):
         return _message(exc), "connection"
     return _message(exc), "syntax" if code == _PARSE_ERROR else "sql"
+
+
+def _budget(timeout_s: float) -> float:
+    """The statement budget shortened to what is left of the conversation's deadline."""
+    left = deadline.budget(timeout_s)
+    return timeout_s if left is None else left
 
 
 def _read(cursor: Any, cap: ResultCap) -> None:
