@@ -219,6 +219,7 @@ READ_TRICKS = {
     "insert_select": "WITH x AS (SELECT 1) INSERT INTO items SELECT 99, 'x', 1",
     "nextval": "SELECT NEXTVAL(tick)",
     "insert_log": "SELECT 1 FROM log; INSERT INTO log (note) VALUES ('x')",
+    "share_lock": "SELECT * FROM items LOCK IN SHARE MODE",
 }
 
 

@@ -177,6 +177,7 @@ def test_errors_are_classified(shop) -> None:
     "INSERT INTO items VALUES (9, 'x', 1, NULL)", "UPDATE items SET price = 0", "DELETE FROM items", "DROP TABLE items",
     "SELECT 1; DROP TABLE items", "COMMIT", "SET GLOBAL max_connections = 1", "SET SESSION max_statement_time = 0",
     "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE notes", "LOCK TABLES items WRITE", "CALL mysql.nothing()",
+    "SELECT * FROM items LOCK IN SHARE MODE", "SELECT * FROM items FOR SHARE", "SELECT id FROM (SELECT id FROM items FOR UPDATE) x",
 ])
 def test_read_mode_refuses_writes_and_everything_else(shop, sql: str) -> None:
     _, config, _, _, sandbox = shop
@@ -665,3 +666,23 @@ def test_a_result_is_cut_at_the_byte_cap_while_it_is_read(tmp_path: Path, shop) 
         assert drained.ok and drained.rows == [(1,)]
     finally:
         capped.close()
+
+
+def test_agent_sql_cannot_take_the_lock_writes_wait_on(shop) -> None:
+    """Named locks are server-wide: agent SQL holding what it can guess of the harness's write
+    lock's name does not hold up a golden write (the name has a secret part)."""
+    from evalbench.backends.mysql.identities import suffix
+
+    backend, config, _, provisioned, _ = shop
+    box = backend.open_sandbox(config, provisioned, SandboxLimits(pool_size=2, statement_timeout_s=10.0, max_rows=10), None)
+    try:
+        guess = f"evalbench:write:{suffix(config.database_name)}"
+        holder = threading.Thread(target=lambda: box.execute(f"SELECT GET_LOCK('{guess}', 0), SLEEP(4)"))
+        holder.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        written = box.execute("UPDATE items SET price = 0", mode="write", actor="golden")
+        assert written.ok and time.monotonic() - started < 3, written
+        holder.join(10)
+    finally:
+        box.close()

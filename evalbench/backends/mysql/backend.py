@@ -80,7 +80,7 @@ class MySQLBackend:
         finally:
             admin.close()
         _login(target, logins.golden_read, timeout_s)
-        harness = Harness(target, logins.mariadb, {})
+        harness = Harness(target, logins, {})
         try:
             agent = harness.lease([READ_PRIVILEGES])[0]
             _login(target, agent, timeout_s)

@@ -17,7 +17,7 @@ import pymysql
 from evalbench import deadline
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.mysql import counters, identities
-from evalbench.backends.mysql.identities import Identity, execute, rows
+from evalbench.backends.mysql.identities import Identity, Logins, execute, rows
 from evalbench.backends.mysql.provision import admin_connection
 from evalbench.backends.mysql.target import MySQLTarget
 
@@ -28,8 +28,9 @@ _LOST = {2006, 2013, 2055}
 
 
 class Harness:
-    def __init__(self, target: MySQLTarget, mariadb: bool, setup_counters: counters.Counters) -> None:
-        self.target, self.mariadb, self.counters = target, mariadb, dict(setup_counters)
+    def __init__(self, target: MySQLTarget, logins: Logins, setup_counters: counters.Counters) -> None:
+        self.target, self.mariadb, self.counters = target, logins.mariadb, dict(setup_counters)
+        self._write_lock = identities.write_lock_name(target.name, logins.lock_key)
         self.leased: list[Identity] = []
         self._lock = threading.RLock()  # one thread at a time on the connection
         self._conn = self._connect()
@@ -51,7 +52,7 @@ class Harness:
     @contextmanager
     def writing(self) -> Iterator[None]:
         """The database's write lock across processes, the counters settled before and after."""
-        name = identities.write_lock_name(self.target.name)
+        name = self._write_lock
         wait = deadline.budget(_WRITE_WAIT_S) or 0.0  # never past the conversation's deadline
         with self._lock:
             if not self._call(lambda conn: rows(conn, "SELECT GET_LOCK(%s, %s)", (name, wait))[0][0]):

@@ -58,6 +58,12 @@ class Logins:
     golden_write: Identity
     mariadb: bool  # MariaDB (its timeout variable and its sequences differ from MySQL's)
 
+    @property
+    def lock_key(self) -> str:
+        """A secret part of the harness's lock names (from a password only the admin can read), so
+        agent SQL cannot take a lock the harness waits on (named locks are server-wide)."""
+        return hashlib.sha256(f"lock:{self.golden_write.password}".encode()).hexdigest()[:16]
+
 
 def suffix(database: str) -> str:
     """What names a database's users and locks (MySQL user names have at most 32 characters)."""
@@ -248,7 +254,7 @@ def rows(conn: Any, statement: str, params: Any = None) -> list[tuple[Any, ...]]
         return list(cursor.fetchall())
 
 
-def write_lock_name(database: str) -> str:
+def write_lock_name(database: str, key: str) -> str:
     """The named lock every write to ``database`` holds, across processes: between two writes,
-    the counters are back where setup left them."""
-    return f"evalbench:write:{suffix(database)}"
+    the counters are back where setup left them (``key``: :attr:`Logins.lock_key`)."""
+    return f"evalbench:write:{suffix(database)}:{key}"

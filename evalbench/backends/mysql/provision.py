@@ -69,12 +69,12 @@ def provision(config: DatabaseConfig, target: MySQLTarget, setup: SetupFiles | N
         identities.require_user_admin(admin)
         identities.refuse_shared_grants(admin)
         ensure_meta(admin)
-        counters.live_statistics(admin, identities.is_mariadb(admin))
+        logins = identities.golden_logins(admin, target.name)
+        counters.live_statistics(admin, logins.mariadb)
         with named_lock(admin, f"evalbench:db:{target.name}"):
             report = _database(admin, config, target, setup)
-            with named_lock(admin, identities.write_lock_name(target.name)):  # no write of another run is open
+            with named_lock(admin, identities.write_lock_name(target.name, logins.lock_key)):  # no other write is open
                 report.counters = _settled_counters(admin, target.name, report)
-        logins = identities.golden_logins(admin, target.name)
         report.non_transactional = non_transactional_tables(admin, target.name)
     finally:
         admin.close()

@@ -19,14 +19,19 @@ connection whose result was cut is closed rather than drained.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
+from itertools import pairwise
 from typing import Any
 
 import pymysql
 import pymysql.cursors
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
 
 from evalbench import deadline
 from evalbench.backends.admission import admit, rate_limiter
@@ -45,6 +50,8 @@ DDL = frozenset({"CREATE", "ALTER", "DROP", "TRUNCATE", "COMMENT", "RENAME"})
 _TIMEOUT_CODES = {1969, 3024, 1317, 1028}  # max_statement_time, max_execution_time, interrupted, sort aborted
 _LOST_CODES = {2003, 2006, 2013, 2055}
 _BACKSTOP_S = 1.0  # the KILL QUERY comes this long after the server's own timeout
+_MYSQL = Dialect.get_or_raise("mysql")
+_LOCKING = re.compile(r"\bFOR\s+(UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.IGNORECASE)
 _RESET_CONNECTION = 0x1F  # COM_RESET_CONNECTION (MySQL 5.7+, MariaDB 10.2+; pymysql's COMMAND.COM_END)
 
 
@@ -101,7 +108,7 @@ class MySQLSandbox:
         self.clones: Any = None
         self._limiter = rate_limiter(limits)
         readers = max(1, limits.pool_size)
-        self.harness = Harness(target, logins.mariadb, setup_counters or {})
+        self.harness = Harness(target, logins, setup_counters or {})
         try:
             agents = self.harness.lease([READ_PRIVILEGES] * readers + [WRITE_PRIVILEGES])
         except BaseException:
@@ -184,6 +191,9 @@ class MySQLSandbox:
     def refuse(self, statements: Sequence[str], mode: Mode) -> str | None:
         """Why statements the shared admission allowed cannot run on MySQL in ``mode``, or None."""
         if mode != "write":
+            if any(_locking_read(statement) for statement in statements):
+                return ("locking reads (FOR UPDATE, FOR SHARE, LOCK IN SHARE MODE) are not allowed here: they would "
+                        "hold up other conversations' writes (read-only execution)")
             return None
         for statement in statements:
             verb, _ = statement_kind(statement, self.dialect)
@@ -373,6 +383,21 @@ def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
     if code in _LOST_CODES or isinstance(exc, pymysql.err.InterfaceError):
         return _message(exc), "connection"
     return _message(exc), "syntax" if code == _PARSE_ERROR else "sql"
+
+
+def _locking_read(statement: str) -> bool:
+    """``FOR UPDATE``, ``FOR SHARE`` or ``LOCK IN SHARE MODE`` outside strings and comments (in
+    the text itself when the tokenizer cannot read it)."""
+    try:
+        tokens = [(token.token_type, token.text.upper()) for token in _MYSQL.tokenize(statement)]
+    except TokenError:
+        return _LOCKING.search(statement) is not None
+    for (kind, _), (next_kind, next_text) in pairwise(tokens):
+        if kind == TokenType.FOR and (next_kind == TokenType.UPDATE or next_text == "SHARE"):
+            return True
+        if kind == TokenType.LOCK and next_kind == TokenType.IN:
+            return True
+    return False
 
 
 def _budget(timeout_s: float) -> float:
