@@ -178,6 +178,7 @@ def test_errors_are_classified(shop) -> None:
     "SELECT 1; DROP TABLE items", "COMMIT", "SET GLOBAL max_connections = 1", "SET SESSION max_statement_time = 0",
     "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE notes", "LOCK TABLES items WRITE", "CALL mysql.nothing()",
     "SELECT * FROM items LOCK IN SHARE MODE", "SELECT * FROM items FOR SHARE", "SELECT id FROM (SELECT id FROM items FOR UPDATE) x",
+    "SELECT * FROM (SELECT * FROM items /*! LOCK IN SHARE MODE */) x", "SELECT * FROM (SELECT * FROM items /*M!100000 FOR SHARE */) x",
 ])
 def test_read_mode_refuses_writes_and_everything_else(shop, sql: str) -> None:
     _, config, _, _, sandbox = shop

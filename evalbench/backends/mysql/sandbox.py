@@ -52,6 +52,7 @@ _LOST_CODES = {2003, 2006, 2013, 2055}
 _BACKSTOP_S = 1.0  # the KILL QUERY comes this long after the server's own timeout
 _MYSQL = Dialect.get_or_raise("mysql")
 _LOCKING = re.compile(r"\bFOR\s+(UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.IGNORECASE)
+_EXECUTABLE_COMMENT = re.compile(r"/\*M?!", re.IGNORECASE)
 _RESET_CONNECTION = 0x1F  # COM_RESET_CONNECTION (MySQL 5.7+, MariaDB 10.2+; pymysql's COMMAND.COM_END)
 
 
@@ -386,8 +387,11 @@ def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
 
 
 def _locking_read(statement: str) -> bool:
-    """``FOR UPDATE``, ``FOR SHARE`` or ``LOCK IN SHARE MODE`` outside strings and comments (in
-    the text itself when the tokenizer cannot read it)."""
+    """``FOR UPDATE``, ``FOR SHARE`` or ``LOCK IN SHARE MODE`` outside strings and comments; in
+    the text itself when the tokenizer cannot read it or it holds an executable comment (``/*!
+    ... */``, ``/*M! ... */``: the server runs what the tokenizer takes for a comment)."""
+    if _EXECUTABLE_COMMENT.search(statement):
+        return _LOCKING.search(statement) is not None
     try:
         tokens = [(token.token_type, token.text.upper()) for token in _MYSQL.tokenize(statement)]
     except TokenError:
