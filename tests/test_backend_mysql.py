@@ -687,3 +687,25 @@ def test_agent_sql_cannot_take_the_lock_writes_wait_on(shop) -> None:
         holder.join(10)
     finally:
         box.close()
+
+
+def test_a_lost_harness_connection_is_replaced_with_its_leases(shop) -> None:
+    """The server ends the harness connection (a restart, a KILL): the next write reconnects it
+    and takes the leases again, so another sandbox cannot lease (and re-create) this one's users."""
+    backend, config, _, provisioned, sandbox = shop
+    assert sandbox.execute("SELECT 1").ok
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"KILL {int(sandbox.harness._conn.thread_id())}")
+    finally:
+        admin.close()
+    time.sleep(0.2)
+    written = sandbox.execute(["UPDATE items SET price = 0", "SELECT sum(price) FROM items"], mode="write")
+    assert written.ok and written.rows[0][0] == 0, written
+    other = backend.open_sandbox(config, provisioned, LIMITS, None)
+    try:
+        assert not {i.user for i in other.harness.leased} & {i.user for i in sandbox.harness.leased}
+        assert sandbox.execute("SELECT count(*) FROM items").rows == [(3,)]
+    finally:
+        other.close()

@@ -30,7 +30,8 @@ _LOST = {2006, 2013, 2055}
 class Harness:
     def __init__(self, target: MySQLTarget, logins: Logins, setup_counters: counters.Counters) -> None:
         self.target, self.mariadb, self.counters = target, logins.mariadb, dict(setup_counters)
-        self._write_lock = identities.write_lock_name(target.name, logins.lock_key)
+        self._key = logins.lock_key
+        self._write_lock = identities.write_lock_name(target.name, self._key)
         self.leased: list[Identity] = []
         self._lock = threading.RLock()  # one thread at a time on the connection
         self._conn = self._connect()
@@ -45,7 +46,7 @@ class Harness:
     def lease(self, privileges: Sequence[str]) -> list[Identity]:
         """Agent identities, one per entry of ``privileges``, held until :meth:`close`."""
         with self._lock:
-            leased = self._call(lambda conn: identities.lease(conn, self.target.name, privileges))
+            leased = self._call(lambda conn: identities.lease(conn, self.target.name, self._key, privileges))
             self.leased += leased
             return leased
 
@@ -78,7 +79,7 @@ class Harness:
         """Drop the leased agent users and end the connection."""
         with self._lock:
             try:
-                self._call(lambda conn: identities.release(conn, self.leased))
+                self._call(lambda conn: identities.release(conn, self._key, self.leased))
             except DatabaseUnavailable as exc:  # they are stale now: the next lease drops them
                 log.warning("%s: agent users not dropped (%s)", self.target.describe(), exc)
             self.leased = []
@@ -95,7 +96,7 @@ class Harness:
         with suppress(Exception):
             self._conn.close()
         self._conn = self._connect()
-        if not identities.relock(self._conn, self.leased):
+        if not identities.relock(self._conn, self._key, self.leased):
             raise DatabaseUnavailable(f"{self.target.describe()}: the harness connection was lost and another run "
                                       "took over an agent user of this sandbox")
         try:

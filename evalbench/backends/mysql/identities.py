@@ -164,11 +164,13 @@ def drop_all_users(admin: Any, database: str) -> None:
         drop_user(admin, user)
 
 
-def lease_lock(user: str) -> str:
-    return f"evalbench:lease:{user}"
+def lease_lock(user: str, key: str) -> str:
+    """The named lock that is ``user``'s lease (``key``: :attr:`Logins.lock_key`, so agent SQL
+    cannot take it)."""
+    return f"evalbench:lease:{user}:{key}"
 
 
-def lease(holder: Any, database: str, privileges: Sequence[str]) -> list[Identity]:
+def lease(holder: Any, database: str, key: str, privileges: Sequence[str]) -> list[Identity]:
     """One fresh agent user per entry of ``privileges`` (what it may do), leased on ``holder``
     (the connection whose named locks keep the leases); stale agent users are dropped."""
     existing = {row[0] for row in rows(holder, "SELECT User FROM mysql.user WHERE User LIKE %s", (agent_pattern(database),))}
@@ -176,11 +178,11 @@ def lease(holder: Any, database: str, privileges: Sequence[str]) -> list[Identit
     index = 0
     while len(leased) < len(privileges):
         if index >= MAX_AGENT_USERS:
-            release(holder, leased)
+            release(holder, key, leased)
             raise SandboxError(f"{MAX_AGENT_USERS} agent users of database {database!r} are in use by other runs")
         user = agent_user(database, index)
         index += 1
-        if not _try_lock(holder, lease_lock(user)):
+        if not _try_lock(holder, lease_lock(user, key)):
             continue  # another live sandbox holds it
         password = secrets.token_urlsafe(24)
         kill_sessions(holder, user)  # a stale user's sessions (its process died) end with it
@@ -188,23 +190,23 @@ def lease(holder: Any, database: str, privileges: Sequence[str]) -> list[Identit
         create_user(holder, user, password, database, privileges[len(leased)])
         leased.append(Identity(user, password))
     for user in existing - {identity.user for identity in leased}:
-        if _try_lock(holder, lease_lock(user)):  # no live sandbox holds it: stale
+        if _try_lock(holder, lease_lock(user, key)):  # no live sandbox holds it: stale
             drop_user(holder, user)
-            rows(holder, "SELECT RELEASE_LOCK(%s)", (lease_lock(user),))
+            rows(holder, "SELECT RELEASE_LOCK(%s)", (lease_lock(user, key),))
     return leased
 
 
-def release(holder: Any, identities: Sequence[Identity]) -> None:
+def release(holder: Any, key: str, identities: Sequence[Identity]) -> None:
     """Drop leased agent users and give their leases back."""
     for identity in identities:
         drop_user(holder, identity.user)
-        rows(holder, "SELECT RELEASE_LOCK(%s)", (lease_lock(identity.user),))
+        rows(holder, "SELECT RELEASE_LOCK(%s)", (lease_lock(identity.user, key),))
 
 
-def relock(holder: Any, identities: Sequence[Identity]) -> bool:
+def relock(holder: Any, key: str, identities: Sequence[Identity]) -> bool:
     """Take the leases of ``identities`` again on a new holder connection (the old one was lost);
     False when one is held elsewhere (its user may have been re-created by another run)."""
-    return all(_try_lock(holder, lease_lock(identity.user)) for identity in identities)
+    return all(_try_lock(holder, lease_lock(identity.user, key)) for identity in identities)
 
 
 def _try_lock(conn: Any, name: str) -> bool:
