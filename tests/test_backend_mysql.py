@@ -10,6 +10,7 @@ import os
 import threading
 import time
 import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ pymysql = pytest.importorskip("pymysql", reason="pymysql is not installed (pip i
 
 from evalbench.backends import get_backend  # noqa: E402
 from evalbench.backends.base import SandboxLimits  # noqa: E402
-from evalbench.backends.mysql.provision import drop_database, sandbox_users  # noqa: E402
+from evalbench.backends.mysql.identities import agent_user, golden_users  # noqa: E402
+from evalbench.backends.mysql.provision import drop_database  # noqa: E402
 from evalbench.backends.mysql.target import resolve_target  # noqa: E402
 from evalbench.backends.setup import find_setup  # noqa: E402
 from evalbench.config import DatabaseConfig  # noqa: E402
@@ -101,7 +103,7 @@ def test_provisioning_creates_reuses_and_rebuilds(tmp_path: Path, name: str) -> 
     setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())
     assert "will be created" in backend.probe(config, setup, None, 5)
     provisioned = backend.provision(config, setup, None)
-    assert provisioned.action == "created" and provisioned.rows_loaded == 4 and provisioned.sandbox_user == sandbox_users(name)[0]
+    assert provisioned.action == "created" and provisioned.rows_loaded == 4 and provisioned.sandbox_user == agent_user(name, 0).replace("a0_", "a<n>_")
     assert provisioned.warning is None
     assert backend.provision(config, setup, None).action == "reused"
     assert "logged in" in backend.probe(config, setup, None, 5)
@@ -175,6 +177,8 @@ def test_errors_are_classified(shop) -> None:
     "INSERT INTO items VALUES (9, 'x', 1, NULL)", "UPDATE items SET price = 0", "DELETE FROM items", "DROP TABLE items",
     "SELECT 1; DROP TABLE items", "COMMIT", "SET GLOBAL max_connections = 1", "SET SESSION max_statement_time = 0",
     "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE notes", "LOCK TABLES items WRITE", "CALL mysql.nothing()",
+    "SELECT * FROM items LOCK IN SHARE MODE", "SELECT * FROM items FOR SHARE", "SELECT id FROM (SELECT id FROM items FOR UPDATE) x",
+    "SELECT * FROM (SELECT * FROM items /*! LOCK IN SHARE MODE */) x", "SELECT * FROM (SELECT * FROM items /*M!100000 FOR SHARE */) x",
 ])
 def test_read_mode_refuses_writes_and_everything_else(shop, sql: str) -> None:
     _, config, _, _, sandbox = shop
@@ -190,7 +194,10 @@ def test_server_files_and_other_schemas_are_out_of_reach(shop) -> None:
     assert outfile.error_kind == "sql" and "FILE" in outfile.error
     assert sandbox.execute("SELECT * FROM mysql.user").error_kind == "sql"
     assert sandbox.execute("SELECT * FROM evalbench_meta.logins").error_kind == "sql"
-    assert sandbox.execute("SELECT CURRENT_USER()").rows[0][0].startswith(sandbox_users(config.database_name)[0] + "@")
+    agent = sandbox.execute("SELECT CURRENT_USER()").rows[0][0]
+    assert agent.split("@")[0] in {agent_user(config.database_name, i) for i in range(LIMITS.pool_size)}
+    golden = sandbox.execute("SELECT CURRENT_USER()", actor="golden").rows[0][0]
+    assert golden.startswith(golden_users(config.database_name)[0] + "@")
 
 
 def test_write_mode_is_rolled_back_and_refuses_ddl(shop) -> None:
@@ -324,3 +331,381 @@ def test_a_whole_run_on_mysql(tmp_path: Path, name: str) -> None:
             assert str(cursor.fetchone()[0]) == "3.50"
     finally:
         admin.close()
+
+
+# --------------------------------------------------------------------------- issue 24: identities, privileges, counters, fingerprint, byte cap
+
+POLL = ("WITH RECURSIVE tick(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM tick WHERE n < {polls}) "
+        "SELECT COALESCE(GROUP_CONCAT(DISTINCT seen SEPARATOR ' | '), '') FROM (SELECT n, SLEEP(0.1) AS pause, "
+        "(SELECT GROUP_CONCAT(p.INFO SEPARATOR ' | ') FROM information_schema.PROCESSLIST p "
+        "WHERE p.ID + n <> CONNECTION_ID() + n AND p.INFO LIKE CONCAT('%', 'MARK', 'ER', '%')) AS seen FROM tick) polled "
+        "WHERE pause = 0")  # the pause is used: the merged derived table keeps it, so each row waits
+
+
+def _threads_running(marker: str) -> list[int]:
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE %s AND INFO NOT LIKE %s",
+                           (f"%{marker}%", "%information_schema%"))
+            return [row[0] for row in cursor.fetchall()]
+    finally:
+        admin.close()
+
+
+def test_agent_sql_sees_no_golden_statement_and_no_other_connection(shop) -> None:
+    """Golden SQL, another agent connection of the sandbox and an agent connection of another
+    sandbox (another process) each run a slow statement with a marker; agent SQL polling the
+    process list sees none of them, nor can it explain them (MariaDB's SHOW EXPLAIN FOR)."""
+    backend, config, _, provisioned, _ = shop
+    slow = SandboxLimits(pool_size=2, statement_timeout_s=10.0, max_rows=10)
+    sandbox, other, spy_box = (backend.open_sandbox(config, provisioned, slow, None) for _ in range(3))
+    try:
+        results: dict[str, Any] = {}
+        runs = {"golden": lambda: sandbox.execute("SELECT SLEEP(3), 'MARKER golden'", actor="golden"),
+                "agent": lambda: sandbox.execute("SELECT SLEEP(3), 'MARKER agent'"),
+                "other": lambda: other.execute("SELECT SLEEP(3), 'MARKER other'"),
+                "spy": lambda: spy_box.execute(POLL.format(polls=25))}
+        threads = [threading.Thread(target=lambda k=k, f=f: results.__setitem__(k, f())) for k, f in runs.items()]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)
+        golden_threads = _threads_running("MARKER golden")
+        assert golden_threads, "the golden statement is not running: the test proves nothing"
+        explain = spy_box.execute(f"SHOW EXPLAIN FOR {golden_threads[0]}")
+        listed = spy_box.execute("SHOW FULL PROCESSLIST")
+        for thread in threads:
+            thread.join(30)
+        assert results["spy"].ok and results["spy"].rows == [("",)], results["spy"]
+        assert results["spy"].elapsed_s > 2  # it polled the whole time the others ran
+        assert not explain.ok, explain
+        assert all("MARKER" not in str(row) for row in listed.rows), listed.rows
+        assert results["golden"].ok and results["agent"].ok and results["other"].ok
+    finally:
+        for box in (sandbox, other, spy_box):
+            box.close()
+
+
+def test_every_pooled_agent_connection_has_a_user_of_its_own(shop) -> None:
+    backend, config, _, provisioned, sandbox = shop
+    other = backend.open_sandbox(config, provisioned, LIMITS, None)
+    try:
+        def users(box: Any, actor: str) -> set[str]:
+            found: list[str] = []
+            threads = [threading.Thread(target=lambda: found.append(
+                box.execute("SELECT CURRENT_USER(), SLEEP(0.5)", actor=actor).rows[0][0])) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+            found.append(box.execute("SELECT CURRENT_USER()", mode="write", actor=actor).rows[0][0])
+            return {user.split("@")[0] for user in found}
+
+        mine, theirs, golden = users(sandbox, "agent"), users(other, "agent"), users(sandbox, "golden")
+        assert len(mine) == len(theirs) == 3 and not mine & theirs
+        assert golden == set(golden_users(config.database_name))
+    finally:
+        other.close()
+    assert not _agent_users(config.database_name) & theirs  # dropped at close
+
+
+def _agent_users(database: str) -> set[str]:
+    from evalbench.backends.mysql.identities import agent_pattern
+
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT User FROM mysql.user WHERE User LIKE %s", (agent_pattern(database),))
+            return {row[0] for row in cursor.fetchall()}
+    finally:
+        admin.close()
+
+
+# every form of creating or changing an object, sent straight to the server (no admission check)
+CREATIONS = [
+    "CREATE TEMPORARY TABLE t_tmp (x INT)", "CREATE TABLE t_new (x INT)", "CREATE TABLE t_copy AS SELECT * FROM items",
+    "CREATE VIEW v_new AS SELECT 1", "CREATE PROCEDURE p_new() SELECT 1", "CREATE FUNCTION f_new() RETURNS INT RETURN 1",
+    "CREATE TRIGGER tr_new BEFORE INSERT ON items FOR EACH ROW SET NEW.price = 0",
+    "CREATE EVENT e_new ON SCHEDULE EVERY 1 DAY DO SELECT 1", "CREATE INDEX i_new ON items (name)",
+    "ALTER TABLE items ADD COLUMN y INT", "DROP VIEW cheap", "RENAME TABLE notes TO notes2", "TRUNCATE TABLE notes",
+    "CREATE DATABASE evb_attack_new", "CREATE TABLE test.t_elsewhere (x INT)", "CREATE TABLE evalbench_meta.t_meta (x INT)",
+    "GRANT SELECT ON items TO CURRENT_USER()", "SELECT * FROM items INTO OUTFILE '/tmp/evb_attack_outfile.csv'",
+    "CREATE USER evb_attack_user", "LOCK TABLES items READ",
+]
+
+
+def test_no_identity_may_create_or_change_an_object(shop) -> None:
+    """Deliverable 1 by privilege: every identity SQL runs as (agent reads and writes, golden
+    reads and writes) is refused every kind of DDL, in every database, even outside a transaction."""
+    _, config, _, _, sandbox = shop
+    identities = [*sandbox.harness.leased, sandbox.logins.golden_read, sandbox.logins.golden_write]
+    for identity in identities:
+        conn = sandbox.target.connect(identity.user, identity.password, config.database_name)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SHOW GRANTS")
+                grants = [row[0] for row in cursor.fetchall()]
+                assert len(grants) == 2 and grants[0].startswith("GRANT USAGE ON *.*"), grants
+                assert grants[1].startswith(("GRANT SELECT, SHOW VIEW ON", "GRANT SELECT, INSERT, UPDATE, DELETE ON")), grants
+                for statement in CREATIONS:
+                    with pytest.raises(pymysql.err.MySQLError):
+                        cursor.execute(statement)
+                for schema in ("performance_schema.threads", "sys.processlist", "mysql.user", "evalbench_meta.logins"):
+                    with pytest.raises(pymysql.err.MySQLError):
+                        cursor.execute(f"SELECT * FROM {schema}")
+        finally:
+            conn.close()
+    assert not Path("/tmp/evb_attack_outfile.csv").exists()
+
+
+@pytest.mark.parametrize("plant, read", [
+    ("SELECT 'planted' INTO @stash", "SELECT @stash"),
+    ("SELECT @stash := 'planted'", "SELECT @stash"),
+    ("WITH x AS (SELECT 'planted' AS v) SELECT v FROM x INTO @stash", "SELECT @stash"),
+    ("SELECT GET_LOCK('evb_attack_lock', 0)", "SELECT IS_USED_LOCK('evb_attack_lock') IS NOT NULL"),
+])
+def test_nothing_an_execution_sets_reaches_the_next_on_the_same_connection(shop, plant: str, read: str) -> None:
+    backend, config, _, provisioned, _ = shop
+    single = backend.open_sandbox(config, provisioned, SandboxLimits(pool_size=1, statement_timeout_s=5.0, max_rows=10), None)
+    try:
+        thread = single.execute("SELECT CONNECTION_ID()").rows[0][0]
+        assert single.execute(plant).ok
+        seen = single.execute(f"{read}, CONNECTION_ID()")
+        assert seen.rows[0][1] == thread  # the same pooled connection
+        assert seen.rows[0][0] in (None, 0), seen
+    finally:
+        single.close()
+
+
+def _counter_setup(tmp_path: Path, name: str, mariadb: bool) -> Path:
+    setup = _setup(tmp_path, name)
+    script = setup / name / "mysql" / "setup.sql"
+    script.write_text(script.read_text() + "CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(20)) ENGINE=InnoDB;\n"
+                      "INSERT INTO log (note) VALUES ('a'), ('b');\n" + ("CREATE SEQUENCE tick START WITH 100;\n" if mariadb else ""))
+    return setup
+
+
+def _counters(name: str) -> dict[str, Any]:
+    """What the server says of the counters: information_schema, SHOW TABLE STATUS, the sequence."""
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            with suppress(pymysql.err.MySQLError):
+                cursor.execute("SET SESSION information_schema_stats_expiry = 0")  # MySQL 8
+            cursor.execute("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'log'",
+                           (name,))
+            found: dict[str, Any] = {"information_schema": cursor.fetchone()[0]}
+            cursor.execute(f"SHOW TABLE STATUS FROM `{name}` LIKE 'log'")
+            found["table_status"] = cursor.fetchone()[10]  # Auto_increment
+            with suppress(pymysql.err.MySQLError):
+                cursor.execute(f"SELECT next_not_cached_value FROM `{name}`.tick")
+                found["sequence"] = cursor.fetchone()[0]
+            return found
+    finally:
+        admin.close()
+
+
+def _is_mariadb() -> bool:
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT VERSION()")
+            return "mariadb" in cursor.fetchone()[0].lower()
+    finally:
+        admin.close()
+
+
+def test_counters_are_where_setup_left_them_for_every_write(tmp_path: Path, name: str) -> None:
+    """Deliverable 4: rolled-back inserts advance AUTO_INCREMENT (and NEXTVAL a sequence); each
+    write, each state_match script, and each of two sandboxes (two processes) writing at once
+    starts from setup's counters, and the server's counters are setup's afterwards."""
+    mariadb = _is_mariadb()
+    backend = get_backend("mysql")
+    setup = find_setup(_counter_setup(tmp_path, name, mariadb), name, "mysql", backend.setup_dialects())
+    provisioned = backend.provision(_config(name), setup, None)
+    before = _counters(name)
+    assert before["information_schema"] == 3 and before.get("sequence", 100) == 100
+    insert = ["INSERT INTO log (note) VALUES ('x')", "SELECT LAST_INSERT_ID()"]
+    tick = ["INSERT INTO log (id, note) VALUES (NEXT VALUE FOR tick, 'y')", "SELECT MAX(id) FROM log"]
+    boxes = [backend.open_sandbox(_config(name), provisioned, LIMITS, None) for _ in range(2)]
+    try:
+        seen: list[Any] = []
+        work = [lambda box=box: seen.append(box.execute(insert, mode="write").rows) for box in boxes for _ in range(3)]
+        work += [lambda box=box: seen.append(box.execute(insert, actor="golden", mode="write").rows) for box in boxes]
+        threads = [threading.Thread(target=job) for job in work]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert seen == [[(3,)]] * len(work)
+        if mariadb:
+            assert [boxes[0].execute(tick, mode="write").rows for _ in range(2)] == [[(100,)]] * 2
+        with boxes[1].write_transaction() as tx:
+            script = tick if mariadb else insert[:1]
+            first = tx.run(script[:1], lambda t: t.fingerprint([]))
+            second = tx.run(script[:1], lambda t: t.fingerprint([]))
+            assert first[0].ok and first[1] == second[1] and first[1]["log"] != tx.fingerprint([])["log"]
+    finally:
+        for box in boxes:
+            box.close()
+    assert _counters(name) == before
+
+
+def test_counters_a_stopped_run_left_advanced_are_put_back_at_provisioning(tmp_path: Path, name: str) -> None:
+    mariadb = _is_mariadb()
+    backend = get_backend("mysql")
+    setup = find_setup(_counter_setup(tmp_path, name, mariadb), name, "mysql", backend.setup_dialects())
+    backend.provision(_config(name), setup, None)
+    before = _counters(name)
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("START TRANSACTION")
+            cursor.execute(f"INSERT INTO `{name}`.log (note) VALUES ('lost'), ('lost')")
+            if mariadb:
+                cursor.execute(f"SELECT NEXTVAL(`{name}`.tick)")
+            cursor.execute("ROLLBACK")
+    finally:
+        admin.close()
+    assert _counters(name) != before
+    assert backend.provision(_config(name), setup, None).action == "reused"
+    assert _counters(name) == before
+
+
+def test_a_database_changed_after_setup_is_refused_and_rebuilt_when_allowed(tmp_path: Path, name: str) -> None:
+    backend = get_backend("mysql")
+    setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())
+    backend.provision(_config(name), setup, None)
+    changes = [f"CREATE TABLE `{name}`.intruder (x INT)", f"CREATE OR REPLACE VIEW `{name}`.cheap AS SELECT 1 AS id",
+               f"CREATE TRIGGER `{name}`.sneaky BEFORE INSERT ON `{name}`.notes FOR EACH ROW SET NEW.note = 'x'",
+               f"ALTER TABLE `{name}`.items ADD COLUMN extra INT"]
+    for change in changes:
+        admin = _admin()
+        try:
+            with admin.cursor() as cursor:
+                cursor.execute(change)
+        finally:
+            admin.close()
+    with pytest.raises(ProvisioningError) as refused:
+        backend.provision(_config(name), setup, None)
+    message = str(refused.value)
+    for named in ("table `intruder` added", "view `cheap` changed", "trigger `sneaky` added", "table `items` changed",
+                  "allow_destructive_setup"):
+        assert named in message, message
+    assert backend.provision(_config(name, allow_destructive_setup=True), setup, None).action == "rebuilt"
+    assert backend.provision(_config(name), setup, None).action == "reused"
+
+
+def test_grants_that_reach_every_user_are_refused(tmp_path: Path, name: str) -> None:
+    from evalbench.errors import SandboxError
+
+    backend = get_backend("mysql")
+    setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("INSERT INTO mysql.db (Host, Db, User, Select_priv, Create_priv) VALUES ('%', 'evb\\_shared%', '', 'Y', 'Y')")
+            cursor.execute("FLUSH PRIVILEGES")
+        with pytest.raises(SandboxError, match="every user"):
+            backend.provision(_config(name), setup, None)
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("DELETE FROM mysql.db WHERE User = '' AND Db = 'evb\\\\_shared%'")
+            cursor.execute("FLUSH PRIVILEGES")
+        admin.close()
+    assert backend.provision(_config(name), setup, None).action == "created"
+
+
+def test_agent_users_of_a_dead_process_are_dropped_by_the_next_sandbox(tmp_path: Path, name: str) -> None:
+    import subprocess
+    import sys
+
+    backend = get_backend("mysql")
+    setup_dir = _setup(tmp_path, name)
+    backend.provision(_config(name), find_setup(setup_dir, name, "mysql", backend.setup_dialects()), None)
+    script = ("import os, sys\nfrom pathlib import Path\nfrom evalbench.backends import get_backend\nfrom evalbench.backends.base import SandboxLimits\n"
+              "from evalbench.backends.setup import find_setup\nfrom evalbench.config import DatabaseConfig\n"
+              f"config = DatabaseConfig(database_name={name!r}, db_type='mysql', dialect='mysql', url={URL!r})\n"
+              "backend = get_backend('mysql')\n"
+              f"p = backend.provision(config, find_setup(Path({str(setup_dir)!r}), {name!r}, 'mysql', backend.setup_dialects()), None)\n"
+              "box = backend.open_sandbox(config, p, SandboxLimits(pool_size=3, statement_timeout_s=5, max_rows=10), None)\n"
+              "box.execute('SELECT 1')\nos._exit(0)  # killed: nothing closed\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60, env=os.environ | {"PYTHONPATH": str(Path.cwd())})
+    stale = _agent_users(name)
+    assert len(stale) == 4
+    provisioned = backend.provision(_config(name), find_setup(setup_dir, name, "mysql", backend.setup_dialects()), None)
+    sandbox = backend.open_sandbox(_config(name), provisioned, SandboxLimits(pool_size=1, statement_timeout_s=5, max_rows=10), None)
+    try:
+        assert _agent_users(name) == {identity.user for identity in sandbox.harness.leased}
+        assert len(_agent_users(name)) == 2
+    finally:
+        sandbox.close()
+    assert _agent_users(name) == set()
+
+
+def test_a_result_is_cut_at_the_byte_cap_while_it_is_read(tmp_path: Path, shop) -> None:
+    """Deliverable 7: 300 rows of 1 MB, a 4 MB cap: the result stops at the cap and the rows past
+    it are never held (traced allocations stay far below the result's size)."""
+    import tracemalloc
+
+    backend, config, _, provisioned, _ = shop
+    capped = backend.open_sandbox(config, provisioned, SandboxLimits(pool_size=1, statement_timeout_s=30.0, max_rows=1000,
+                                                                     max_result_bytes=4 * 1024 * 1024), None)
+    big = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) "
+           "SELECT i, REPEAT('x', 1000000) AS payload FROM n")
+    try:
+        tracemalloc.start()
+        try:
+            result = capped.execute(big)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert result.ok and result.truncated and result.truncated_at_bytes and 1 <= result.row_count <= 4, result.error
+        assert peak < 40 * 1024 * 1024, peak
+        assert capped.execute("SELECT count(*) FROM items").rows == [(3,)]  # the cut connection was replaced
+        drained = capped.execute([big, "SELECT 1"])  # a statement that is not the last is read a row at a time
+        assert drained.ok and drained.rows == [(1,)]
+    finally:
+        capped.close()
+
+
+def test_agent_sql_cannot_take_the_lock_writes_wait_on(shop) -> None:
+    """Named locks are server-wide: agent SQL holding what it can guess of the harness's write
+    lock's name does not hold up a golden write (the name has a secret part)."""
+    from evalbench.backends.mysql.identities import suffix
+
+    backend, config, _, provisioned, _ = shop
+    box = backend.open_sandbox(config, provisioned, SandboxLimits(pool_size=2, statement_timeout_s=10.0, max_rows=10), None)
+    try:
+        guess = f"evalbench:write:{suffix(config.database_name)}"
+        holder = threading.Thread(target=lambda: box.execute(f"SELECT GET_LOCK('{guess}', 0), SLEEP(4)"))
+        holder.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        written = box.execute("UPDATE items SET price = 0", mode="write", actor="golden")
+        assert written.ok and time.monotonic() - started < 3, written
+        holder.join(10)
+    finally:
+        box.close()
+
+
+def test_a_lost_harness_connection_is_replaced_with_its_leases(shop) -> None:
+    """The server ends the harness connection (a restart, a KILL): the next write reconnects it
+    and takes the leases again, so another sandbox cannot lease (and re-create) this one's users."""
+    backend, config, _, provisioned, sandbox = shop
+    assert sandbox.execute("SELECT 1").ok
+    admin = _admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"KILL {int(sandbox.harness._conn.thread_id())}")
+    finally:
+        admin.close()
+    time.sleep(0.2)
+    written = sandbox.execute(["UPDATE items SET price = 0", "SELECT sum(price) FROM items"], mode="write")
+    assert written.ok and written.rows[0][0] == 0, written
+    other = backend.open_sandbox(config, provisioned, LIMITS, None)
+    try:
+        assert not {i.user for i in other.harness.leased} & {i.user for i in sandbox.harness.leased}
+        assert sandbox.execute("SELECT count(*) FROM items").rows == [(3,)]
+    finally:
+        other.close()

@@ -1,31 +1,48 @@
 """Sandboxed SQL on a MySQL / MariaDB database.
 
-Reads run as the database's read user (``SELECT`` only) in ``START TRANSACTION READ ONLY``
-transactions; writes (management tasks, preprocess SQL) run as its write user (DML only) in transactions; every transaction is rolled back. MySQL commits DDL at once, so DDL is
-refused in write mode (and the users may not run it), as are writes when a table's engine cannot
-roll back (MyISAM...). The time budget is the server's own (MariaDB ``max_statement_time``,
-MySQL ``max_execution_time``, set before each statement to what is left), with a ``KILL QUERY``
-from a second connection of the same user as a backstop; the row cap is ``fetchmany`` on an
-unbuffered cursor, and a connection whose result was cut is closed rather than drained.
+Golden and agent SQL run as identities of their own (:mod:`.identities`): golden SQL as the
+database's golden users, agent SQL as a user leased for each pooled connection, so no agent
+statement can see golden statements or another conversation's in the process list. Reads run
+in ``START TRANSACTION READ ONLY`` transactions as a read user (``SELECT`` only); writes
+(management tasks, preprocess SQL) as a write user (DML only) in transactions; every transaction
+is rolled back and the session reset (``COM_RESET_CONNECTION``: user variables, temporary tables,
+prepared statements, named locks), so nothing one execution leaves on a pooled connection reaches
+the next. Writes take turns across processes and the counters rolled-back work advanced are put
+back after each (:class:`~.harness.Harness`). MySQL commits DDL at once, so DDL is refused in
+write mode (and no user may run it), as are writes when a table's engine cannot roll back
+(MyISAM...). The time budget is the server's own (MariaDB ``max_statement_time``, MySQL
+``max_execution_time``, set before each statement to what is left), with a ``KILL QUERY`` from a
+second connection of the same user as a backstop. Rows are read one at a time from an unbuffered
+cursor into a :class:`~evalbench.backends.result_cap.ResultCap` (row and byte caps), and a
+connection whose result was cut is closed rather than drained.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
+from itertools import pairwise
 from typing import Any
 
 import pymysql
 import pymysql.cursors
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
 
+from evalbench import deadline
 from evalbench.backends.admission import admit, rate_limiter
-from evalbench.backends.base import Actor, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
+from evalbench.backends.base import Actor, DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
-from evalbench.backends.mysql.provision import Logins
+from evalbench.backends.mysql.counters import Counters
+from evalbench.backends.mysql.harness import Harness
+from evalbench.backends.mysql.identities import READ_PRIVILEGES, WRITE_PRIVILEGES, Identity, Logins
 from evalbench.backends.mysql.target import MySQLTarget, quote
 from evalbench.backends.pool import Checkout
+from evalbench.backends.result_cap import ResultCap
 from evalbench.backends.watchdog import Watchdog
 from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
@@ -33,22 +50,24 @@ DDL = frozenset({"CREATE", "ALTER", "DROP", "TRUNCATE", "COMMENT", "RENAME"})
 _TIMEOUT_CODES = {1969, 3024, 1317, 1028}  # max_statement_time, max_execution_time, interrupted, sort aborted
 _LOST_CODES = {2003, 2006, 2013, 2055}
 _BACKSTOP_S = 1.0  # the KILL QUERY comes this long after the server's own timeout
+_MYSQL = Dialect.get_or_raise("mysql")
+_LOCKING = re.compile(r"\bFOR\s+(UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.IGNORECASE)
+_EXECUTABLE_COMMENT = re.compile(r"/\*M?!", re.IGNORECASE)
+_RESET_CONNECTION = 0x1F  # COM_RESET_CONNECTION (MySQL 5.7+, MariaDB 10.2+; pymysql's COMMAND.COM_END)
 
 
 class _Conn:
-    """One pooled connection and the user it logs in as."""
+    """One pooled connection and the identity it logs in as."""
 
-    def __init__(self, sandbox: MySQLSandbox, write: bool) -> None:
-        self.user = sandbox.logins.write_user if write else sandbox.logins.read_user
-        self.password = sandbox.logins.write_password if write else sandbox.logins.read_password
-        self.target = sandbox.target
+    def __init__(self, target: MySQLTarget, identity: Identity) -> None:
+        self.target, self.identity = target, identity
         self.conn: Any = None
         self.dirty = False  # an unread result, or a lost connection: replaced before its next use
 
     def get(self) -> Any:
         if self.conn is None or self.dirty:
             self.discard()
-            self.conn = self.target.connect(self.user, self.password, self.target.name)
+            self.conn = self.target.connect(self.identity.user, self.identity.password, self.target.name)
         return self.conn
 
     def discard(self) -> None:
@@ -63,7 +82,7 @@ class _Conn:
         if conn is None:
             return
         try:
-            killer = self.target.connect(self.user, self.password, timeout_s=5)
+            killer = self.target.connect(self.identity.user, self.identity.password, timeout_s=5)
             try:
                 with killer.cursor() as cursor:
                     cursor.execute(f"KILL QUERY {int(conn.thread_id())}")
@@ -80,35 +99,54 @@ class MySQLSandbox:
     runs_test_cases = False
     conninfo = ""  # test cases hold a psycopg connection: they cannot run here
 
-    def __init__(self, target: MySQLTarget, logins: Logins, limits: SandboxLimits, non_transactional: Sequence[str] = ()) -> None:
+    def __init__(self, target: MySQLTarget, logins: Logins, limits: SandboxLimits, non_transactional: Sequence[str] = (),
+                 setup_counters: Counters | None = None) -> None:
         self.target, self.logins = target, logins
         self.timeout_s = limits.statement_timeout_s
-        self.max_rows = limits.max_rows
+        self.max_rows, self.max_bytes = limits.max_rows, limits.max_result_bytes
         self.non_transactional = list(non_transactional)
         self.write_lock = threading.RLock()
         self.clones: Any = None
         self._limiter = rate_limiter(limits)
-        self._checkout: Checkout[_Conn] = Checkout(lambda: _Conn(self, write=False), limits.pool_size,
-                                                   _Conn(self, write=True))
+        readers = max(1, limits.pool_size)
+        self.harness = Harness(target, logins, setup_counters or {})
+        try:
+            agents = self.harness.lease([READ_PRIVILEGES] * readers + [WRITE_PRIVILEGES])
+        except BaseException:
+            self.harness.close()
+            raise
+        leased = iter(agents[:-1])
+        self._pools: dict[str, Checkout[_Conn]] = {
+            "agent": Checkout(lambda: _Conn(target, next(leased)), readers, _Conn(target, agents[-1])),
+            "golden": Checkout(lambda: _Conn(target, logins.golden_read), readers, _Conn(target, logins.golden_write)),
+        }
 
     def close(self) -> None:
-        for conn in self._checkout.drain():
-            conn.discard()
+        for pool in self._pools.values():
+            for conn in pool.drain():
+                conn.discard()
+        self.harness.close()
 
     def interrupt(self) -> None:
         """Interrupt the statements running now (the run is being cancelled)."""
-        for conn in self._checkout.busy():
-            conn.kill_query()
+        for pool in self._pools.values():
+            for conn in pool.busy():
+                conn.kill_query()
 
     def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-        """A harness query (trusted SQL, e.g. the schema) as the read user."""
-        with self._checkout(False) as pooled, pooled.get().cursor() as cursor:
-            cursor.execute(query, params)
-            return list(cursor.fetchall())
+        """A harness query (trusted SQL, e.g. the schema) as the golden read user."""
+        with self._pools["golden"](False) as pooled:
+            try:
+                with pooled.get().cursor() as cursor:
+                    cursor.execute(query, params)
+                    return list(cursor.fetchall())
+            finally:
+                _end(pooled)
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
-        """Run ``sql`` after the trusted ``preprocess`` SQL; the result of the last statement."""
+        """Run ``sql`` after the trusted ``preprocess`` SQL, as ``actor``'s identity; the result of
+        the last statement."""
         admission = admit(sql, mode, self.dialect, self.timeout_s)
         if admission.refused:
             return admission.result
@@ -119,27 +157,44 @@ class MySQLSandbox:
             return result
         if self._limiter:
             self._limiter.acquire()
-        end = time.monotonic() + admission.budget_s
         started = time.perf_counter()
         writes = mode == "write" or bool(preprocess)
-        with self.write_lock if writes else nullcontext(), self._checkout(writes) as pooled:
-            try:
-                _begin(pooled, "START TRANSACTION" if writes else "START TRANSACTION READ ONLY")
-            except pymysql.Error as exc:
-                pooled.dirty = True
-                result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
-                return result
-            try:
-                if self._preprocess(pooled, preprocess, result, preprocess_errors, end):
-                    self._run_statements(pooled, admission.statements, result, end)
-            finally:
-                _end(pooled)
+        try:
+            with self._writing() if writes else nullcontext(), self._pools[actor](writes) as pooled:
+                end = time.monotonic() + _budget(self.timeout_s)  # from when the SQL can start (not a wait for a turn)
+                self._transaction(pooled, writes, preprocess, preprocess_errors, admission.statements, result, end)
+        except DatabaseUnavailable as exc:  # the harness's connection (the write lock, the counters)
+            result.columns, result.rows, result.truncated = [], [], False
+            result.error, result.error_kind = str(exc), "timeout" if deadline.passed() else "connection"
         result.elapsed_s = time.perf_counter() - started
         return result
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write: one at a time in this process and across processes, counters settled around it."""
+        with self.write_lock, self.harness.writing():
+            yield
+
+    def _transaction(self, pooled: _Conn, writes: bool, preprocess: Sequence[str], errors: PreprocessErrors,
+                     statements: list[str], result: ExecutionResult, end: float) -> None:
+        try:
+            _begin(pooled, "START TRANSACTION" if writes else "START TRANSACTION READ ONLY")
+        except pymysql.Error as exc:
+            pooled.dirty = True
+            result.error, result.error_kind = f"cannot connect: {_message(exc)}", "connection"
+            return
+        try:
+            if self._preprocess(pooled, preprocess, result, errors, end):
+                self._run_statements(pooled, statements, result, end)
+        finally:
+            _end(pooled)
 
     def refuse(self, statements: Sequence[str], mode: Mode) -> str | None:
         """Why statements the shared admission allowed cannot run on MySQL in ``mode``, or None."""
         if mode != "write":
+            if any(_locking_read(statement) for statement in statements):
+                return ("locking reads (FOR UPDATE, FOR SHARE, LOCK IN SHARE MODE) are not allowed here: they would "
+                        "hold up other conversations' writes (read-only execution)")
             return None
         for statement in statements:
             verb, _ = statement_kind(statement, self.dialect)
@@ -156,9 +211,9 @@ class MySQLSandbox:
     @contextmanager
     def write_transaction(self, preprocess: Sequence[str] = (),
                           preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> Iterator[MySQLWriteTransaction]:
-        """One transaction as the write user, after ``preprocess``, for work that runs several
-        scripts on the same starting state (``state_match``): always rolled back."""
-        with self.write_lock, self._checkout(True) as pooled:
+        """One transaction as ``actor``'s write user, after ``preprocess``, for work that runs
+        several scripts on the same starting state (``state_match``): always rolled back."""
+        with self._writing(), self._pools[actor](True) as pooled:
             tx = MySQLWriteTransaction(self, pooled, list(preprocess), preprocess_errors)
             try:
                 tx.start()
@@ -211,14 +266,13 @@ class MySQLSandbox:
                 cursor = pooled.get().cursor(pymysql.cursors.SSCursor)
                 cursor.execute(statement)
                 if index < len(statements) - 1:
-                    while cursor.description is not None and cursor.fetchmany(10_000):
-                        pass  # a query that is not the last still runs to its end (and is timed)
+                    _drain(cursor)  # a query that is not the last still runs to its end (and is timed)
                     if _cut_short(cursor, end):
                         raise _TimedOut
                     continue
-                rows = cursor.fetchmany(self.max_rows + 1) if cursor.description is not None else []
-                result.truncated = len(rows) > self.max_rows
-                result.rows = [tuple(row) for row in rows[: self.max_rows]]
+                cap = ResultCap(self.max_rows, self.max_bytes)
+                _read(cursor, cap)
+                cap.fill(result)
                 result.columns = [c[0] for c in cursor.description] if cursor.description is not None else []
                 if result.truncated:
                     pooled.dirty = True  # the rest of the result is not drained: the connection is closed
@@ -242,13 +296,14 @@ class MySQLSandbox:
 
 
 class MySQLWriteTransaction:
-    """What :meth:`MySQLSandbox.write_transaction` yields: scripts run under savepoints."""
+    """What :meth:`MySQLSandbox.write_transaction` yields. Each script runs on the starting state
+    and is undone whole: the transaction rolled back, the counters it advanced put back, and the
+    preprocess SQL run again, so two identical scripts leave identical states (ids included)."""
 
     def __init__(self, sandbox: MySQLSandbox, pooled: _Conn, preprocess: list[str], errors: PreprocessErrors) -> None:
         self.sandbox, self.pooled = sandbox, pooled
         self.preprocess, self.errors = preprocess, errors
         self.preprocess_error: str | None = None
-        self._savepoints = 0
 
     def start(self) -> None:
         """Begin the transaction and run the preprocess SQL (the starting state)."""
@@ -268,28 +323,19 @@ class MySQLWriteTransaction:
         if refusal is not None:
             result.error, result.error_kind = refusal, "forbidden"
             return result, None
-        self._savepoints += 1
-        name = f"evalbench_run_{self._savepoints}"
-        _plain(self.pooled.get(), f"SAVEPOINT {name}")
         inspected = None
         try:
             self.sandbox._run_statements(self.pooled, statements, result, time.monotonic() + self.sandbox.timeout_s)
             if result.error is None and inspect is not None:
                 inspected = inspect(self)
         finally:
-            self._undo(name)
+            self._restart()
         return result, inspected
 
-    def _undo(self, savepoint: str) -> None:
-        """Back to the savepoint; when the transaction itself was lost (a deadlock, a closed
-        connection), start it again from the preprocess SQL."""
-        try:
-            if not self.pooled.dirty:
-                _plain(self.pooled.get(), f"ROLLBACK TO SAVEPOINT {savepoint}")
-                return
-        except pymysql.Error:
-            pass
+    def _restart(self) -> None:
+        """Back to the starting state (the counters' DDL commits: nothing of ours may be open)."""
         _end(self.pooled)
+        self.sandbox.harness.settle()
         self.start()
 
     def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -340,17 +386,63 @@ def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
     return _message(exc), "syntax" if code == _PARSE_ERROR else "sql"
 
 
+def _locking_read(statement: str) -> bool:
+    """``FOR UPDATE``, ``FOR SHARE`` or ``LOCK IN SHARE MODE`` outside strings and comments; in
+    the text itself when the tokenizer cannot read it or it holds an executable comment (``/*!
+    ... */``, ``/*M! ... */``: the server runs what the tokenizer takes for a comment)."""
+    if _EXECUTABLE_COMMENT.search(statement):
+        return _LOCKING.search(statement) is not None
+    try:
+        tokens = [(token.token_type, token.text.upper()) for token in _MYSQL.tokenize(statement)]
+    except TokenError:
+        return _LOCKING.search(statement) is not None
+    for (kind, _), (next_kind, next_text) in pairwise(tokens):
+        if kind == TokenType.FOR and (next_kind == TokenType.UPDATE or next_text == "SHARE"):
+            return True
+        if kind == TokenType.LOCK and next_kind == TokenType.IN:
+            return True
+    return False
+
+
+def _budget(timeout_s: float) -> float:
+    """The statement budget shortened to what is left of the conversation's deadline."""
+    left = deadline.budget(timeout_s)
+    return timeout_s if left is None else left
+
+
+def _read(cursor: Any, cap: ResultCap) -> None:
+    """The result's rows, one at a time, into ``cap`` until it is full or the result ends."""
+    if cursor.description is None:
+        return
+    row = cursor.fetchone()
+    while row is not None and cap.add(row):
+        row = cursor.fetchone()
+
+
+def _drain(cursor: Any) -> None:
+    """Read a result to its end, holding one row at a time."""
+    while cursor.description is not None and cursor.fetchone() is not None:
+        pass
+
+
 def _end(pooled: _Conn) -> None:
-    """Roll back, release named locks the SQL took (they outlive transactions), and remove the
-    time limit; a connection where that fails is replaced."""
+    """Roll back and reset the session; a connection where that fails is replaced."""
     if pooled.dirty or pooled.conn is None:
         pooled.discard()
         return
     try:
-        _plain(pooled.conn, "ROLLBACK")
-        _plain(pooled.conn, "DO RELEASE_ALL_LOCKS()")
+        _reset(pooled.conn)
     except pymysql.Error:
         pooled.discard()
+
+
+def _reset(conn: Any) -> None:
+    """COM_RESET_CONNECTION: the transaction rolled back, and user variables, temporary tables,
+    prepared statements, HANDLERs, named locks and session variables gone, so a pooled connection
+    carries nothing from one execution to the next (pymysql has no call for it)."""
+    conn._execute_command(_RESET_CONNECTION, b"")
+    conn._read_ok_packet()
+    _plain(conn, "SET NAMES utf8mb4, autocommit = 1")  # as the connection was opened
 
 
 def _begin(pooled: _Conn, statement: str) -> None:
