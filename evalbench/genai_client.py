@@ -12,6 +12,7 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evalbench import deadline
 from evalbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
         retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries: ours see every 429
     )
     if not config.vertexai:  # Vertex AI may need the SDK's own TLS setup (client certificates)
-        # the conversation deadline bounds each whole call, not only each read
+        # timeout_s and the conversation deadline bound each whole call, not only each read
         http_options.client_args = {"transport": deadline_transport(verify=ssl.create_default_context(cafile=certifi.where()))}
     if config.vertexai:
         project = config.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
@@ -102,14 +103,27 @@ def response_text(response: Any, *, empty: str = "empty completion") -> str:
 
 
 def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:
-    """``client.models.generate_content`` with every failure mapped to
-    :class:`~evalbench.agents.chat.CallFailed` (retryable or not)."""
+    """``client.models.generate_content``, ending within ``timeout_s`` (and by the deadline)
+    however slowly the reply comes, with every failure mapped to
+    :class:`~evalbench.agents.chat.CallFailed` (retryable or not).
+
+    The SDK's own timeout is per read, and with Vertex AI it may not use our transport at all
+    (google-auth's requests session, token refreshes): the call runs where it can be abandoned
+    at the deadline. With our transport (not Vertex AI) the abandoned call also ends by then."""
     from google.genai import errors as genai_errors
 
     from evalbench.agents.chat import CallFailed, transport_failure
 
-    try:
+    def call() -> Any:
         return client.models.generate_content(model=model, contents=contents, config=config)
+
+    try:
+        with deadline.capped(timeout_s):
+            return deadline.call_abandoned_at_deadline(call, "a Gemini API call")
+    except deadline.Expired:
+        if deadline.passed():
+            raise CallFailed("no complete answer before the conversation deadline", "timeout") from None
+        raise CallFailed(f"no complete answer within {timeout_s} s", "timeout") from None
     except genai_errors.APIError as exc:
         raise api_failure(exc) from None
     except Exception as exc:  # noqa: BLE001 (every failure becomes a CallFailed, retryable or not)

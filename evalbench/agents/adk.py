@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from evalbench import deadline
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
@@ -185,7 +186,7 @@ class AdkSession:
     def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         base_url = redact_url(self.agent.config.base_url)
         try:
-            response = request_bounded(self.client, method, path, **kwargs)
+            response = request_bounded(self.client, method, path, total_s=self.agent.config.read_timeout_s, **kwargs)
         except httpx.TransportError as exc:  # retried only when nothing was sent (see transport_failure)
             failure = transport_failure(exc, base_url, self.agent.config.read_timeout_s) or CallFailed(str(exc), "connection")
             raise TurnFailed(str(failure), failure.kind, failure.retryable) from None
@@ -232,6 +233,8 @@ class AdkSession:
                     events = response.json()
         except TurnFailed as failure:
             return AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind, latency_s=time.perf_counter() - sent)
+        except deadline.Expired as exc:  # waiting for the limiter took the whole deadline
+            return AgentReply(ReplyKind.ERROR, error=str(exc), error_kind="timeout", latency_s=0.0)
         except ValueError as exc:  # not JSON
             return AgentReply(ReplyKind.ERROR, error=f"malformed reply: {exc}", error_kind="protocol",
                               latency_s=time.perf_counter() - sent)

@@ -242,7 +242,7 @@ def transport_failure(exc: BaseException, base_url: str, timeout_s: float) -> Ca
     if "ConnectError" in names:
         return CallFailed(f"cannot connect to {base_url}: {exc}", "connection", retryable=True)
     if "TimeoutException" in names:
-        return CallFailed(f"no answer within {timeout_s} s", "timeout")
+        return CallFailed(f"no complete answer within {timeout_s} s", "timeout")
     return CallFailed(f"connection lost during the request ({base_url}): {type(exc).__name__}: {exc}", "connection")
 
 
@@ -364,12 +364,15 @@ class ChatAgent:
         retry = self.config.retry
         waited = 0.0
         for attempt in range(retry.max_retries + 1):
-            with self.limiter.slot() as wait:
-                waited += wait
-                try:
-                    return self.call_model(system, history), waited
-                except CallFailed as exc:
-                    failure = exc
+            try:
+                with self.limiter.slot() as wait:
+                    waited += wait
+                    try:
+                        return self.call_model(system, history), waited
+                    except CallFailed as exc:
+                        failure = exc
+            except deadline.Expired as exc:  # waiting for the limiter took the whole deadline
+                raise CallFailed(str(exc), "timeout") from None
             if not failure.retryable or attempt == retry.max_retries:
                 if failure.retryable:
                     failure.args = (f"{failure} (after {attempt + 1} attempts)",)

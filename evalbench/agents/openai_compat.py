@@ -54,7 +54,7 @@ class OpenAICompatAgent(ChatAgent):
             base_url=config.base_url.rstrip("/") + "/",
             headers=headers,
             timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 10.0)),
-            transport=deadline_transport(),  # the conversation deadline bounds the whole reply
+            transport=deadline_transport(),  # timeout_s and the conversation deadline bound the whole reply
         )
         self.openai_tools = [{"type": "function", "function": tool} for tool in self.tool_specs]
 
@@ -132,7 +132,7 @@ class OpenAICompatAgent(ChatAgent):
         if self.function_calling:
             body["tools"] = self.openai_tools
         try:
-            response = request_bounded(self.client, "POST", "chat/completions", json=body)
+            response = request_bounded(self.client, "POST", "chat/completions", total_s=c.timeout_s, json=body)
         except httpx.HTTPError as exc:
             failure = transport_failure(exc, self.endpoint, c.timeout_s)
             raise failure or CallFailed(f"{type(exc).__name__}: {exc}", "connection") from None
