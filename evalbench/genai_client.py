@@ -6,6 +6,7 @@ The SDK's own retries are off, so that our retry logic (evalbench/agents/limits.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import ssl
@@ -69,6 +70,16 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
     return GenaiClient(genai.Client(api_key=key, http_options=http_options), None, None)
 
 
+def response_json(response: Any, exclude: frozenset[str] = frozenset({"sdk_http_response"})) -> str:
+    """A response as compact JSON text. Not pydantic's ``model_dump_json``: it fails on text
+    Python holds but UTF-8 cannot (a lone surrogate the server sent escaped)."""
+    try:
+        data = response.model_dump(mode="json", exclude_none=True, by_alias=True, exclude=set(exclude))
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError) as exc:  # nested past pydantic's depth: not kept
+        return json.dumps({"unreadable_response": f"{type(exc).__name__}: {exc}"})
+
+
 def first_candidate(response: Any, *, raw: str = "") -> Any:
     """The response's first candidate; :class:`~evalbench.agents.chat.CallFailed` when the prompt
     was blocked or no candidate came back (``raw``: the body, quoted in the message)."""
@@ -90,7 +101,7 @@ def response_text(response: Any, *, empty: str = "empty completion") -> str:
     from evalbench.agents.chat import BODY_KEPT, CallFailed, truncate
 
     if not response.candidates:
-        raw = response.model_dump_json(exclude_none=True, by_alias=True, exclude={"sdk_http_response"})
+        raw = response_json(response)
         first_candidate(response, raw=truncate(raw, BODY_KEPT) or "")
     candidate = first_candidate(response)
     parts = (candidate.content.parts if candidate.content is not None else None) or []

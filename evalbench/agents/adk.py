@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from evalbench import deadline
-from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents import AGENTS, AgentContext, tool_args
 from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
 from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
@@ -293,7 +293,8 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
         for part in content.get("parts") or []:
             if part.get("functionCall"):
                 fc = part["functionCall"]
-                call = ToolCall(name=fc.get("name", ""), args=fc.get("args") or {}, id=fc.get("id"))
+                # recorded, never run here: arguments too deep or too large are kept clipped
+                call = ToolCall(name=fc.get("name", ""), args=tool_args.decode(fc.get("args")), id=fc.get("id"))
                 ordered.append(call)
                 if call.id:
                     calls[call.id] = call
