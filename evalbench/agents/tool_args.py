@@ -18,6 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from evalbench.json_types import json_type
+
 RAW, PROBLEM = "_raw", "_problem"
 MAX_BYTES = 256 * 1024  # of the arguments' JSON text: a run_sql statement (64 KiB of UTF-8) escaped fits
 MAX_DEPTH = 32  # nesting of arrays and objects; no tool takes more than one level
@@ -62,7 +64,7 @@ def decode(arguments: Any) -> dict[str, Any]:
         value, text = arguments, None
     if not isinstance(value, Mapping):
         return _unusable(text if text is not None else _text(value),
-                         f"the arguments must be a JSON object, not {_json_type(value)}")
+                         f"the arguments must be a JSON object, not {json_type(value)}")
     why = _too_big(value)
     if why is not None:
         return _unusable(text if text is not None else _text(value), why)
@@ -72,7 +74,7 @@ def decode(arguments: Any) -> dict[str, Any]:
 def problem(args: Any) -> str | None:
     """Why :func:`decode` could not use these arguments, or None."""
     if not isinstance(args, Mapping):
-        return f"the arguments must be a JSON object, not {_json_type(args)}"
+        return f"the arguments must be a JSON object, not {json_type(args)}"
     why = args.get(PROBLEM) if RAW in args else None
     return str(why) if why is not None else None
 
@@ -146,23 +148,7 @@ def _unusable(text: str, why: str) -> dict[str, Any]:
 
 def _text(value: Any) -> str:
     """Some text for a value that is not usable as it is (never raises, never walks it deeply)."""
-    return f"<{_json_type(value)}>" if isinstance(value, (Mapping, list, tuple)) else _shown(value, RAW_KEPT)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
+    return f"<{json_type(value)}>" if isinstance(value, (Mapping, list, tuple)) else _shown(value, RAW_KEPT)
 
 
 def _shown(value: Any, limit: int = 80) -> str:
@@ -172,7 +158,7 @@ def _shown(value: Any, limit: int = 80) -> str:
     if isinstance(value, (str, int, float, bool)) or value is None:
         text = repr(value)
         return text if len(text) <= limit else text[:limit] + "..."
-    return _json_type(value)
+    return json_type(value)
 
 
 def _first_line(exc: BaseException) -> str:
