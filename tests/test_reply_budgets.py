@@ -20,6 +20,7 @@ import pytest
 from evalbench import deadline
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig
+from evalbench.agents.limits import CallLimiter
 from evalbench.cli import main
 from evalbench.config import LlmVUserConfig
 from evalbench.conversation import Outcome, ReplyKind, after_prompt, after_vuser
@@ -188,6 +189,15 @@ def test_waits_for_the_call_limiter_end_at_the_deadline():
     assert len(server.requests) == 1  # the call that could not start in time was never sent
 
 
+def test_a_wait_for_a_call_slot_ends_at_the_deadline():
+    limiter = CallLimiter(max_concurrency=1)
+    started = time.monotonic()
+    with limiter.slot(), deadline.within(time.monotonic() + 0.5), pytest.raises(deadline.Expired):  # noqa: SIM117
+        with limiter.slot():
+            pass
+    assert time.monotonic() - started < BOUND_S
+
+
 # --------------------------------------------------------------------------- through `evalbench run`
 
 
@@ -208,3 +218,24 @@ def test_a_run_whose_agent_drips_one_reply_times_that_conversation_out_and_goes_
     assert records["slow"]["elapsed_s"] < BOUND_S, records["slow"]["elapsed_s"]
     assert [records[name]["outcome"] for name in ("next", "last")] == [Outcome.SCORED.value] * 2
     assert elapsed < 60, f"the run took {elapsed:.0f} s"  # not the ~25 s of the dripped reply times anything
+
+
+def test_a_genai_client_without_our_transport_is_still_given_up_at_the_budget():
+    # as with Vertex AI, where the SDK keeps its own transport (google-auth's session): only the
+    # SDK's per-read timeout (30 s here) applies inside, and the call is abandoned at timeout_s
+    from google import genai
+    from google.genai import types
+
+    from evalbench.agents.chat import CallFailed
+    from evalbench.genai_client import generate
+
+    with FakeLLMServer(responder=FirstCallDrips(_is_model_call, lambda r: gemini_text("late"))) as server:
+        client = genai.Client(api_key="k", http_options=types.HttpOptions(
+            base_url=server.url, timeout=30_000, retry_options=types.HttpRetryOptions(attempts=1)))
+        started = time.monotonic()
+        with pytest.raises(CallFailed) as failed:
+            generate(client, "g", "Q", None, endpoint=server.url, timeout_s=BUDGET_S)
+        elapsed = time.monotonic() - started
+        assert failed.value.kind == "timeout" and elapsed < BOUND_S, (failed.value, elapsed)
+        assert generate(client, "g", "Q", None, endpoint=server.url, timeout_s=BUDGET_S).text == "late"
+        client.close()
