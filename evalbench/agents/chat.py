@@ -28,7 +28,8 @@ Either way a reply is read by :func:`classify`:
    ``<question>`` block.
 3. SQL wins over a question: the reply is ``sql`` and the question is kept in the reply text.
    A question alone is a ``clarification``; text alone is an ``answer``; nothing usable is an
-   ``error`` (``empty``, or ``protocol`` when there were only unusable tool calls).
+   ``error`` (``empty``, or ``protocol`` when there were only unusable tool calls: the turn loop
+   then gives each call an error result and calls the model again, see :meth:`ChatSession._turn`).
 
 Tags are read in both modes (a model offered tools may still answer in text); ``<think>``
 blocks are ignored. Every tool call is recorded on the reply. On the next turn each call gets a
