@@ -198,6 +198,21 @@ def test_a_wait_for_a_call_slot_ends_at_the_deadline():
     assert time.monotonic() - started < BOUND_S
 
 
+def test_deleting_an_adk_session_after_the_conversation_is_bounded(monkeypatch):
+    # closing runs after the conversation's deadline block: its own short budget bounds it
+    import evalbench.agents.adk as adk
+
+    monkeypatch.setattr(adk, "CLOSE_TIMEOUT_S", BUDGET_S)
+    deleting = FirstCallDrips(lambda r: r.method == "DELETE", lambda r: {"pad": "x" * 400})  # ~25 s dripped
+    with FakeLLMServer(responder=deleting) as server:
+        agent = ADAPTERS["adk_run"].build(server.url, 600.0)
+        session = agent.open_session(new_conversation(make_item(), seed=1, max_turns=5, patience=1, timeout_s=600))
+        started = time.monotonic()
+        session.close()
+        elapsed = time.monotonic() - started
+    assert deleting.calls == 1 and elapsed < BOUND_S, elapsed
+
+
 # --------------------------------------------------------------------------- through `evalbench run`
 
 

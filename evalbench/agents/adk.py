@@ -46,6 +46,7 @@ def _state_wrapped(created: Any, sent: dict[str, Any]) -> bool:
 REQUEST_INPUT = "adk_request_input"
 _FENCED_SQL = re.compile(r"```(?:sql|postgresql|postgres)?\s*\n(.*?)```", re.IGNORECASE | re.DOTALL)
 _BODY_KEPT = 2000  # characters of an error body kept on the turn
+CLOSE_TIMEOUT_S = 10.0  # deleting a session, once the conversation is over
 
 
 class TurnFailed(Exception):
@@ -183,10 +184,10 @@ class AdkSession:
         self.client.close()
         self.client = self.agent.new_client()
 
-    def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _once(self, method: str, path: str, total_s: float | None = None, **kwargs: Any) -> httpx.Response:
         base_url = redact_url(self.agent.config.base_url)
         try:
-            response = request_bounded(self.client, method, path, total_s=self.agent.config.read_timeout_s, **kwargs)
+            response = request_bounded(self.client, method, path, total_s=total_s or self.agent.config.read_timeout_s, **kwargs)
         except httpx.TransportError as exc:  # retried only when nothing was sent (see transport_failure)
             failure = transport_failure(exc, base_url, self.agent.config.read_timeout_s) or CallFailed(str(exc), "connection")
             raise TurnFailed(str(failure), failure.kind, failure.retryable) from None
@@ -247,7 +248,9 @@ class AdkSession:
 
     def close(self) -> None:
         try:
-            self._once("DELETE", f"{self.agent.sessions_path}/{self.session_id}")
+            # after the conversation, outside its deadline: a slow server holds the runner briefly only
+            self._once("DELETE", f"{self.agent.sessions_path}/{self.session_id}",
+                       total_s=min(self.agent.config.read_timeout_s, CLOSE_TIMEOUT_S))
         except TurnFailed as failure:
             log.warning("deleting ADK session %s failed: %s", self.session_id, failure)
         finally:
