@@ -507,6 +507,7 @@ def _read_baseline(path: Any) -> dict[str, Any]:
     import json
 
     from evalbench.errors import ConfigError
+    from evalbench.json_types import json_type
 
     where = str(path)
     hint = "; is --baseline a run directory written by evalbench? (`evalbench report RUN_DIR` rewrites its summary.json)"
@@ -527,21 +528,9 @@ def _read_baseline(path: Any) -> dict[str, Any]:
     except RecursionError:
         raise ConfigError(f"--baseline: not valid JSON (nested too deeply){hint}", file=where) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"--baseline: expected a JSON object (a run summary), got {_json_type(data)}{hint}", file=where)
+        raise ConfigError(f"--baseline: expected a JSON object (a run summary), got {json_type(data)}{hint}", file=where)
     _check_baseline_shape(data, where)
     return data
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
@@ -550,9 +539,10 @@ def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
     from typing import NoReturn
 
     from evalbench.errors import ConfigError
+    from evalbench.json_types import json_type
 
     def fail(key: str, expected: str, value: Any) -> NoReturn:
-        raise ConfigError(f"--baseline: expected {expected}, got {_json_type(value)}", file=where, key=key)
+        raise ConfigError(f"--baseline: expected {expected}, got {json_type(value)}", file=where, key=key)
 
     def mapping(value: Any, key: str, *, null: bool = True) -> dict[str, Any]:
         if value is None and null:

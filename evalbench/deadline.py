@@ -8,15 +8,25 @@ works for it sets the deadline for its thread with :func:`within`; the agent's H
 sandbox's statement timeouts, the virtual user's model calls and the test-case runner take
 :func:`remaining` as their budget, so one deadline bounds the whole conversation however its time
 is spent (a reply sent a byte at a time, a script of many slow statements, ...).
+
+One call (a model request, an agent's HTTP reply) may have a budget of its own (``timeout_s``):
+:func:`capped` brings the deadline closer for the call, so the same waits end by whichever comes
+first. :func:`call_abandoned_at_deadline` runs a call we cannot bound from inside (a third-party
+SDK) in a thread that is given up at the deadline.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TypeVar
+
+T = TypeVar("T")
+SLICE_S = 0.25  # a blocked wait looks at the deadline and at cancellation this often
 
 _CANCELLED = threading.Event()
 _AT: ContextVar[float | None] = ContextVar("evalbench_deadline", default=None)  # time.monotonic() value
@@ -31,6 +41,22 @@ def within(at: float | None) -> Iterator[None]:
         yield
     finally:
         _AT.reset(token)
+
+
+@contextmanager
+def capped(seconds: float | None) -> Iterator[None]:
+    """Work done in this block must also end within ``seconds`` (None: no cap of its own)."""
+    if seconds is None:
+        yield
+        return
+    at = time.monotonic() + seconds
+    current = _AT.get()
+    with within(at if current is None else min(at, current)):
+        yield
+
+
+class Expired(Exception):
+    """The deadline passed (or the run was cancelled) before a wait or a call ended."""
 
 
 def remaining() -> float | None:
@@ -64,3 +90,40 @@ def cancelled() -> bool:
 def reset_cancel() -> None:
     """A new run starts in this process."""
     _CANCELLED.clear()
+
+
+def wait_for(acquire: Callable[[float], bool], what: str) -> None:
+    """``acquire(timeout_s)`` (e.g. a semaphore's) retried in short slices until it succeeds;
+    :class:`Expired` when the deadline passes or the run is cancelled first."""
+    while True:
+        if cancelled():
+            raise Expired(f"the run was cancelled while waiting for {what}")
+        left = remaining()
+        if left is not None and left <= 0:
+            raise Expired(f"the deadline passed while waiting for {what}")
+        if acquire(SLICE_S if left is None else min(SLICE_S, left)):
+            return
+
+
+def call_abandoned_at_deadline(call: Callable[[], T], what: str) -> T:
+    """``call()`` in a daemon thread that sees this thread's deadline (its context is copied):
+    its result, or its exception; :class:`Expired` when the deadline passes or the run is
+    cancelled first — the thread is then left to finish on its own, its result unused."""
+    done = threading.Event()
+    outcome: list[tuple[bool, object]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 (handed over to the caller)
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=contextvars.copy_context().run, args=(target,), name=f"deadline: {what}", daemon=True).start()
+    wait_for(done.wait, what)
+    ok, value = outcome[0]
+    if not ok:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]

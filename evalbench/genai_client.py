@@ -6,12 +6,14 @@ The SDK's own retries are off, so that our retry logic (evalbench/agents/limits.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evalbench import deadline
 from evalbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
         retry_options=types.HttpRetryOptions(attempts=1),  # no SDK retries: ours see every 429
     )
     if not config.vertexai:  # Vertex AI may need the SDK's own TLS setup (client certificates)
-        # the conversation deadline bounds each whole call, not only each read
+        # timeout_s and the conversation deadline bound each whole call, not only each read
         http_options.client_args = {"transport": deadline_transport(verify=ssl.create_default_context(cafile=certifi.where()))}
     if config.vertexai:
         project = config.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
@@ -66,6 +68,16 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
             key=f"{config_key}.api_key_env",
         )
     return GenaiClient(genai.Client(api_key=key, http_options=http_options), None, None)
+
+
+def response_json(response: Any, exclude: frozenset[str] = frozenset({"sdk_http_response"})) -> str:
+    """A response as compact JSON text. Not pydantic's ``model_dump_json``: it fails on text
+    Python holds but UTF-8 cannot (a lone surrogate the server sent escaped)."""
+    try:
+        data = response.model_dump(mode="json", exclude_none=True, by_alias=True, exclude=set(exclude))
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError) as exc:  # nested past pydantic's depth: not kept
+        return json.dumps({"unreadable_response": f"{type(exc).__name__}: {exc}"})
 
 
 def first_candidate(response: Any, *, raw: str = "") -> Any:
@@ -89,7 +101,7 @@ def response_text(response: Any, *, empty: str = "empty completion") -> str:
     from evalbench.agents.chat import BODY_KEPT, CallFailed, truncate
 
     if not response.candidates:
-        raw = response.model_dump_json(exclude_none=True, by_alias=True, exclude={"sdk_http_response"})
+        raw = response_json(response)
         first_candidate(response, raw=truncate(raw, BODY_KEPT) or "")
     candidate = first_candidate(response)
     parts = (candidate.content.parts if candidate.content is not None else None) or []
@@ -102,14 +114,27 @@ def response_text(response: Any, *, empty: str = "empty completion") -> str:
 
 
 def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:
-    """``client.models.generate_content`` with every failure mapped to
-    :class:`~evalbench.agents.chat.CallFailed` (retryable or not)."""
+    """``client.models.generate_content``, ending within ``timeout_s`` (and by the deadline)
+    however slowly the reply comes, with every failure mapped to
+    :class:`~evalbench.agents.chat.CallFailed` (retryable or not).
+
+    The SDK's own timeout is per read, and with Vertex AI it may not use our transport at all
+    (google-auth's requests session, token refreshes): the call runs where it can be abandoned
+    at the deadline. With our transport (not Vertex AI) the abandoned call also ends by then."""
     from google.genai import errors as genai_errors
 
     from evalbench.agents.chat import CallFailed, transport_failure
 
-    try:
+    def call() -> Any:
         return client.models.generate_content(model=model, contents=contents, config=config)
+
+    try:
+        with deadline.capped(timeout_s):
+            return deadline.call_abandoned_at_deadline(call, "a Gemini API call")
+    except deadline.Expired:
+        if deadline.passed():
+            raise CallFailed("no complete answer before the conversation deadline", "timeout") from None
+        raise CallFailed(f"no complete answer within {timeout_s} s", "timeout") from None
     except genai_errors.APIError as exc:
         raise api_failure(exc) from None
     except Exception as exc:  # noqa: BLE001 (every failure becomes a CallFailed, retryable or not)

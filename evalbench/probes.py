@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from evalbench import deadline
 from evalbench.errors import ConfigError, EvalbenchError
 
 if TYPE_CHECKING:
@@ -36,13 +37,15 @@ def excerpt(text: str, limit: int = 200) -> str:
 
 
 def http_probe(send: Callable[[], httpx.Response], where: str, fix: str, timeout_s: float) -> httpx.Response:
-    """``send()`` (one request, bounded by ``timeout_s``), with a failure to connect raised as
+    """``send()`` (one request, ending within ``timeout_s`` however slowly the reply comes when
+    its client has a deadline transport), with a failure to connect raised as
     :class:`Unreachable` and any other transport failure as :class:`NoAnswer`, both one line
     naming ``where`` and ending with ``fix``."""
     import httpx
 
     try:
-        return send()
+        with deadline.capped(timeout_s):
+            return send()
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise Unreachable(f"cannot connect to {where} ({first_line(exc)}); {fix}") from None
     except httpx.TimeoutException:

@@ -33,6 +33,10 @@ def concurrency_share(limit: int) -> int:
     return max(1, limit // _SHARES)
 
 
+class WaitTooLong(Exception):
+    """A rate-limited request could not start within the time it had."""
+
+
 class RateLimiter:
     """Spaces acquisitions so that at most ``per_minute`` start in any minute on average,
     allowing a burst of up to ``burst`` at once."""
@@ -45,13 +49,16 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._next = time.monotonic()
 
-    def acquire(self) -> float:
-        """Block until a request may start; returns the seconds waited."""
+    def acquire(self, max_wait_s: float | None = None) -> float:
+        """Block until a request may start; returns the seconds waited. A wait longer than
+        ``max_wait_s`` is not begun: :class:`WaitTooLong` is raised and no request is counted."""
         with self._lock:
             now = time.monotonic()
             # allow up to `burst` requests of credit, never more
             self._next = max(self._next, now - self.interval * (self.burst - 1))
             start = self._next
+            if max_wait_s is not None and start - now > max_wait_s:
+                raise WaitTooLong(f"the next request may start in {start - now:.1f} s, past the {max_wait_s:.1f} s left")
             self._next = start + self.interval
         wait = start - now
         if wait > 0:

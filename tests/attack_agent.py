@@ -40,9 +40,10 @@ def completion(sql: str | None, text: str | None = None, question: str | None = 
 
 class AttackAgent:
     """The fake model server. ``replies[item_id]`` is the SQL sent back for that item, or a ready
-    chat-completion body (a dict), or raw bytes; every item asked is logged in ``asked``."""
+    chat-completion body (a dict), or raw bytes, or a whole :class:`Scripted` response (e.g. one
+    sent a byte at a time); every item asked is logged in ``asked``."""
 
-    def __init__(self, replies: dict[str, str | bytes | dict[str, Any]]) -> None:
+    def __init__(self, replies: dict[str, str | bytes | dict[str, Any] | Scripted]) -> None:
         self.replies = replies
         self.asked: list[str] = []
         self.asked_at: list[tuple[str, float]] = []  # (item id, time.monotonic()) of every request
@@ -50,6 +51,8 @@ class AttackAgent:
 
     def _respond(self, request: Received) -> Scripted:
         body = request.json()
+        if not isinstance(body, dict):  # the preflight's GET /models
+            return Scripted(404, {"error": {"message": "attack agent: no models listed"}})
         texts = [m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "user"]
         found = [TAG.search(t) for t in texts]
         ids = [m.group(1) for m in found if m]
@@ -58,6 +61,8 @@ class AttackAgent:
         self.asked.append(ids[0])
         self.asked_at.append((ids[0], time.monotonic()))
         reply = self.replies[ids[0]]
+        if isinstance(reply, Scripted):
+            return reply
         if isinstance(reply, str):
             reply = completion(reply)
         return Scripted(200, reply)  # a dict is sent as JSON (lone surrogates as \\ud800 escapes), bytes as they are

@@ -25,6 +25,7 @@ class Scripted:
     body: bytes | str | dict | list = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # wait before answering (to provoke client timeouts)
+    drip_s: float = 0.0  # send the whole reply (status line, headers, body) a byte at a time, this far apart
 
     def payload(self) -> bytes:
         if isinstance(self.body, (dict, list)):
@@ -53,6 +54,7 @@ class FakeLLMServer:
         self.queue: deque[Scripted] = deque()
         self.requests: list[Received] = []
         self._lock = threading.Lock()
+        self._closed = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,6 +71,9 @@ class FakeLLMServer:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 payload = reply.payload()
+                if reply.drip_s:
+                    self._drip(reply, payload)
+                    return
                 try:
                     self.send_response(reply.status)
                     headers = {"Content-Type": "application/json"} | reply.headers
@@ -79,6 +84,20 @@ class FakeLLMServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
                     self.close_connection = True
+
+            def _drip(self, reply: Scripted, payload: bytes) -> None:
+                """Each byte well within any read timeout; the whole reply far past it."""
+                headers = {"Content-Type": "application/json"} | reply.headers | {"Content-Length": str(len(payload))}
+                head = f"HTTP/1.1 {reply.status} OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+                self.close_connection = True
+                for byte in head.encode() + payload:
+                    if server._closed.is_set():
+                        return
+                    try:
+                        self.wfile.write(bytes([byte]))
+                    except OSError:  # the client gave up
+                        return
+                    time.sleep(reply.drip_s)
 
             do_GET = do_POST = do_DELETE = _handle
 
@@ -93,10 +112,11 @@ class FakeLLMServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def push(self, body: Any = b"", status: int = 200, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> None:
+    def push(self, body: Any = b"", status: int = 200, headers: dict[str, str] | None = None, delay_s: float = 0.0,
+             drip_s: float = 0.0) -> None:
         """Queue the next response."""
         with self._lock:
-            self.queue.append(Scripted(status, body, dict(headers or {}), delay_s))
+            self.queue.append(Scripted(status, body, dict(headers or {}), delay_s, drip_s))
 
     def _next(self, received: Received) -> Scripted:
         with self._lock:
@@ -108,6 +128,7 @@ class FakeLLMServer:
         return Scripted(500, {"error": {"code": 500, "message": "fake server: nothing scripted", "status": "INTERNAL"}})
 
     def close(self) -> None:
+        self._closed.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)

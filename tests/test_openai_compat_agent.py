@@ -207,17 +207,31 @@ def test_malformed_response_is_an_error_not_an_exception(server, make_agent, bod
     assert len(server.requests) == 1
 
 
-def test_unusable_tool_call_is_a_protocol_error_and_the_session_goes_on(server, make_agent):
+def test_an_unusable_tool_call_gets_a_tool_error_and_the_model_tries_again(server, make_agent):
     bad = {"id": "x", "type": "function", "function": {"name": "run_sql", "arguments": "{not json"}}
     server.push(completion(tool_calls=[bad]))
     server.push(completion(tool_calls=[call("run_sql", sql="SELECT 1")]))
+    reply = session(make_agent()).send("Count.")
+    assert reply.kind is ReplyKind.SQL and reply.sql == "SELECT 1"
+    first = reply.tool_calls[0]
+    assert first.args["_raw"] == "{not json" and first.outcome == "error" and "not valid JSON" in first.response["error"]
+    messages = server.requests[1].json()["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
+    assert messages[2]["tool_calls"][0]["function"]["arguments"] == "{not json"  # the model's call, as it sent it
+    assert messages[3]["tool_call_id"] == "x" and "not valid JSON" in json.loads(messages[3]["content"])["error"]
+
+
+def test_a_model_that_keeps_sending_unusable_calls_ends_the_turn_and_the_session_goes_on(server, make_agent):
+    for _ in range(3):  # the first reply and two more tries
+        server.push(completion(tool_calls=[call("no_such_tool")]))
+    server.push(completion(tool_calls=[call("run_sql", sql="SELECT 1")]))
     chat = session(make_agent())
     reply = chat.send("Count.")
-    assert reply.kind is ReplyKind.ERROR and reply.error_kind == "protocol"
-    assert reply.tool_calls[0].args == {"_raw": "{not json"}
+    assert reply.kind is ReplyKind.ERROR and reply.error_kind == "tool_budget" and len(server.requests) == 3
+    assert all(c.outcome == "error" and "unknown tool" in c.response["error"] for c in reply.tool_calls)
     assert chat.send("Count, please.").kind is ReplyKind.SQL
     # the failed turn is not part of the history
-    assert [m["role"] for m in server.requests[1].json()["messages"]] == ["system", "user"]
+    assert [m["role"] for m in server.requests[3].json()["messages"]] == ["system", "user"]
 
 
 def test_empty_reply_is_an_error(server, make_agent):

@@ -25,7 +25,8 @@ from typing import Any
 
 import httpx
 
-from evalbench.agents import AGENTS, AgentContext
+from evalbench import deadline
+from evalbench.agents import AGENTS, AgentContext, tool_args
 from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
 from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
@@ -45,6 +46,7 @@ def _state_wrapped(created: Any, sent: dict[str, Any]) -> bool:
 REQUEST_INPUT = "adk_request_input"
 _FENCED_SQL = re.compile(r"```(?:sql|postgresql|postgres)?\s*\n(.*?)```", re.IGNORECASE | re.DOTALL)
 _BODY_KEPT = 2000  # characters of an error body kept on the turn
+CLOSE_TIMEOUT_S = 10.0  # deleting a session, once the conversation is over
 
 
 class TurnFailed(Exception):
@@ -182,10 +184,10 @@ class AdkSession:
         self.client.close()
         self.client = self.agent.new_client()
 
-    def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _once(self, method: str, path: str, total_s: float | None = None, **kwargs: Any) -> httpx.Response:
         base_url = redact_url(self.agent.config.base_url)
         try:
-            response = request_bounded(self.client, method, path, **kwargs)
+            response = request_bounded(self.client, method, path, total_s=total_s or self.agent.config.read_timeout_s, **kwargs)
         except httpx.TransportError as exc:  # retried only when nothing was sent (see transport_failure)
             failure = transport_failure(exc, base_url, self.agent.config.read_timeout_s) or CallFailed(str(exc), "connection")
             raise TurnFailed(str(failure), failure.kind, failure.retryable) from None
@@ -232,6 +234,8 @@ class AdkSession:
                     events = response.json()
         except TurnFailed as failure:
             return AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind, latency_s=time.perf_counter() - sent)
+        except deadline.Expired as exc:  # waiting for the limiter took the whole deadline
+            return AgentReply(ReplyKind.ERROR, error=str(exc), error_kind="timeout", latency_s=0.0)
         except ValueError as exc:  # not JSON
             return AgentReply(ReplyKind.ERROR, error=f"malformed reply: {exc}", error_kind="protocol",
                               latency_s=time.perf_counter() - sent)
@@ -244,7 +248,9 @@ class AdkSession:
 
     def close(self) -> None:
         try:
-            self._once("DELETE", f"{self.agent.sessions_path}/{self.session_id}")
+            # after the conversation, outside its deadline: a slow server holds the runner briefly only
+            self._once("DELETE", f"{self.agent.sessions_path}/{self.session_id}",
+                       total_s=min(self.agent.config.read_timeout_s, CLOSE_TIMEOUT_S))
         except TurnFailed as failure:
             log.warning("deleting ADK session %s failed: %s", self.session_id, failure)
         finally:
@@ -290,7 +296,8 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
         for part in content.get("parts") or []:
             if part.get("functionCall"):
                 fc = part["functionCall"]
-                call = ToolCall(name=fc.get("name", ""), args=fc.get("args") or {}, id=fc.get("id"))
+                # recorded, never run here: arguments too deep or too large are kept clipped
+                call = ToolCall(name=fc.get("name", ""), args=tool_args.decode(fc.get("args")), id=fc.get("id"))
                 ordered.append(call)
                 if call.id:
                     calls[call.id] = call

@@ -28,7 +28,8 @@ Either way a reply is read by :func:`classify`:
    ``<question>`` block.
 3. SQL wins over a question: the reply is ``sql`` and the question is kept in the reply text.
    A question alone is a ``clarification``; text alone is an ``answer``; nothing usable is an
-   ``error`` (``empty``, or ``protocol`` when there were only unusable tool calls).
+   ``error`` (``empty``, or ``protocol`` when there were only unusable tool calls: the turn loop
+   then gives each call an error result and calls the model again, see :meth:`ChatSession._turn`).
 
 Tags are read in both modes (a model offered tools may still answer in text); ``<think>``
 blocks are ignored. Every tool call is recorded on the reply. On the next turn each call gets a
@@ -45,7 +46,6 @@ response, a timeout), :meth:`ChatSession.send` returns an ``error`` reply — it
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 import re
@@ -55,10 +55,10 @@ from pathlib import Path
 from typing import Any
 
 from evalbench import deadline
-from evalbench.agents import AgentContext
+from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.config import ChatAgentOptions, default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
-from evalbench.agents.tools import RUN_SQL_NOTE, Toolbox, ToolKit, tool_specs
+from evalbench.agents.tools import RUN_SQL_NOTE, Toolbox, ToolKit, clip, tool_specs
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
 from evalbench.dataset import Item
 from evalbench.dataset.items import knowledge_refs
@@ -70,6 +70,7 @@ SYSTEM_PROMPT = "agent_system.txt"
 RUN_SQL = "run_sql"
 ASK_USER = "ask_user"
 RAW_MAX_CHARS = 20_000  # characters of a raw model response kept on the turn
+REPAIRS = 2  # model calls after replies of unusable tool calls, in a turn without discovery tools
 BODY_KEPT = 2_000  # characters of an error body kept in the error message
 
 # Tool definitions, in a neutral form each backend converts (JSON Schema parameters).
@@ -242,7 +243,7 @@ def transport_failure(exc: BaseException, base_url: str, timeout_s: float) -> Ca
     if "ConnectError" in names:
         return CallFailed(f"cannot connect to {base_url}: {exc}", "connection", retryable=True)
     if "TimeoutException" in names:
-        return CallFailed(f"no answer within {timeout_s} s", "timeout")
+        return CallFailed(f"no complete answer within {timeout_s} s", "timeout")
     return CallFailed(f"connection lost during the request ({base_url}): {type(exc).__name__}: {exc}", "connection")
 
 
@@ -364,12 +365,15 @@ class ChatAgent:
         retry = self.config.retry
         waited = 0.0
         for attempt in range(retry.max_retries + 1):
-            with self.limiter.slot() as wait:
-                waited += wait
-                try:
-                    return self.call_model(system, history), waited
-                except CallFailed as exc:
-                    failure = exc
+            try:
+                with self.limiter.slot() as wait:
+                    waited += wait
+                    try:
+                        return self.call_model(system, history), waited
+                    except CallFailed as exc:
+                        failure = exc
+            except deadline.Expired as exc:  # waiting for the limiter took the whole deadline
+                raise CallFailed(str(exc), "timeout") from None
             if not failure.retryable or attempt == retry.max_retries:
                 if failure.retryable:
                     failure.args = (f"{failure} (after {attempt + 1} attempts)",)
@@ -444,20 +448,22 @@ class ChatSession:
             calls.extend(turn.calls)
             usage = TokenUsage(usage.prompt + turn.usage.prompt, usage.completion + turn.usage.completion,
                                usage.total + turn.usage.total)
-            if toolbox is None or not _explores(turn.calls, toolbox):
+            if not (_unusable(turn) or (toolbox is not None and _explores(turn.calls, toolbox))):
                 return turn, calls, usage, waited
-            self.history.append(turn.native)
-            results = [ToolResult(c, toolbox.run(c) if toolbox.kit.runs(c) else _not_run(c)) for c in turn.calls]
+            self.history.append(turn.native)  # the model gets its results (or errors) and is called again
+            results = [ToolResult(c, toolbox.run(c) if toolbox is not None and toolbox.kit.runs(c) else _not_run(c))
+                       for c in turn.calls]
             self.history.extend(self.agent.user_messages(None, results))
-        over = CallFailed(f"the model kept calling tools past the turn's budget "
-                          f"({self.agent.config.tool_limits.per_turn} calls)", "tool_budget")
+        budget = f"{self.agent.config.tool_limits.per_turn} calls" if toolbox is not None else f"{self.max_model_calls()} replies"
+        over = CallFailed(f"the model kept calling tools past the turn's budget ({budget})", "tool_budget")
         over.calls = calls
         raise over
 
     def max_model_calls(self) -> int:
-        """Model calls in one turn: one, or with tools the budget's calls plus two (one reply after
-        the last allowed call, one after the refusal that says to answer)."""
-        return 1 if self.toolbox is None else self.agent.config.tool_limits.per_turn + 2
+        """Model calls in one turn: without tools one, and :data:`REPAIRS` more after replies of
+        unusable tool calls; with tools the budget's calls plus two (one reply after the last
+        allowed call, one after the refusal that says to answer)."""
+        return 1 + REPAIRS if self.toolbox is None else self.agent.config.tool_limits.per_turn + 2
 
     def _results(self, text: str) -> list[ToolResult]:
         """The results of the previous reply's tool calls, given with this message."""
@@ -488,23 +494,25 @@ def _explores(calls: list[ToolCall], toolbox: Toolbox) -> bool:
     return not any(c.name == ASK_USER or (c.name == RUN_SQL and not toolbox.kit.runs(c)) for c in calls)
 
 
+def _unusable(turn: ModelTurn) -> bool:
+    """Whether a model reply is only tool calls the harness cannot use (an unknown tool,
+    ``run_sql`` without a statement, arguments that are not an object...): the model is told
+    why and may try again."""
+    reply = classify(turn.text, turn.calls)
+    return reply.kind is ReplyKind.ERROR and reply.error_kind == "protocol"
+
+
 def _not_run(call: ToolCall) -> dict[str, Any]:
-    response = {"error": f"unknown tool {call.name!r}: not run"}
+    """The error result of a call the harness does not run (recorded on the call)."""
+    why = tool_args.problem(call.args)
+    if why is not None:
+        error = f"{why}: not run"
+    elif call.name == RUN_SQL:
+        error = "no sql given (a non-empty string): nothing was run"
+    elif call.name == ASK_USER:
+        error = "no question given (a non-empty string): nothing was asked"
+    else:
+        error = f"unknown tool {clip(call.name)!r}: not run; use run_sql or ask_user"
+    response = {"error": error}
     call.response, call.outcome = response, "error"
     return response
-
-
-def json_args(arguments: Any) -> dict[str, Any]:
-    """Tool-call arguments as a dict: a JSON string (OpenAI) or an object (Gemini, Ollama).
-    Unreadable arguments are kept under ``_raw`` (the call is then unusable, but recorded)."""
-    if isinstance(arguments, dict):
-        return arguments
-    if arguments is None or arguments == "":
-        return {}
-    if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments)
-        except json.JSONDecodeError:
-            return {"_raw": arguments}
-        return value if isinstance(value, dict) else {"_raw": arguments}
-    return {"_raw": str(arguments)}

@@ -20,19 +20,18 @@ from typing import Any
 
 from google.genai import types
 
-from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents import AGENTS, AgentContext, tool_args
 from evalbench.agents.chat import (
     BODY_KEPT,
     ChatAgent,
     ModelTurn,
     ToolResult,
-    json_args,
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
 from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
-from evalbench.genai_client import first_candidate, generate, make_genai_client
+from evalbench.genai_client import first_candidate, generate, make_genai_client, response_json
 
 
 def _schema(spec: dict[str, Any]) -> types.Schema:
@@ -103,28 +102,36 @@ class GeminiAgent(ChatAgent):
         return _read(response)
 
 
+_NOT_RAW = frozenset({"sdk_http_response", "automatic_function_calling_history"})
+
+
 def _read(response: types.GenerateContentResponse) -> ModelTurn:
-    raw = truncate(response.model_dump_json(
-        exclude_none=True, by_alias=True, exclude={"sdk_http_response", "automatic_function_calling_history"}
-    ))
     usage = TokenUsage()
     meta = response.usage_metadata
     if meta is not None:
         usage.prompt = int(meta.prompt_token_count or 0)
         usage.completion = int(meta.candidates_token_count or 0) + int(meta.thoughts_token_count or 0)
         usage.total = int(meta.total_token_count or 0)
-    candidate = first_candidate(response, raw=truncate(raw, BODY_KEPT) or "")
+    candidate = first_candidate(response, raw=truncate(response_json(response, _NOT_RAW), BODY_KEPT) or "")
     content = candidate.content
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for part in (content.parts if content is not None else None) or []:
+    parts = list((content.parts if content is not None else None) or [])
+    replaced = False
+    for index, part in enumerate(parts):
         if part.function_call is not None:
             call = part.function_call
-            calls.append(ToolCall(name=call.name or "", args=json_args(call.args), id=call.id))
+            calls.append(ToolCall(name=call.name or "", args=tool_args.decode(call.args), id=call.id))
+            if tool_args.problem(calls[-1].args):  # too deep or too large to keep, or to send back
+                parts[index] = part.model_copy(update={"function_call": call.model_copy(update={"args": calls[-1].args})})
+                replaced = True
         elif part.text and not part.thought:
             texts.append(part.text)
-    if content is not None and content.role != "model":
-        content = content.model_copy(update={"role": "model"})
+    if content is not None and (content.role != "model" or replaced):
+        content = content.model_copy(update={"role": "model", "parts": parts})
+        candidate = candidate.model_copy(update={"content": content})
+        response = response.model_copy(update={"candidates": [candidate, *(response.candidates or [])[1:]]})
+    raw = truncate(response_json(response, _NOT_RAW))
     finish = candidate.finish_reason
     return ModelTurn(
         text="".join(texts),

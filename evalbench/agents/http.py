@@ -4,7 +4,8 @@ read, and a cap on the size of a reply.
 httpx's timeouts are per read: an agent that sends its reply a byte at a time never times out.
 :class:`DeadlineBackend` (an httpcore network backend) shortens every connect, read and write
 to the time left before the conversation's deadline (:mod:`evalbench.deadline`), so the whole
-request — headers and body — ends by it. Reads wait in short slices so that a cancelled run
+request — headers and body — ends by it; :func:`request_bounded` brings that deadline closer
+for one request (the adapter's ``timeout_s``). Reads wait in short slices so that a cancelled run
 (Ctrl-C) does not wait for a slow agent.
 """
 
@@ -18,7 +19,7 @@ import httpx
 
 from evalbench import deadline
 
-SLICE_S = 0.25  # a blocked read looks at the deadline and at cancellation this often
+SLICE_S = deadline.SLICE_S  # a blocked read looks at the deadline and at cancellation this often
 MAX_REPLY_BYTES = 32 * 1024 * 1024  # an agent's HTTP reply, decoded; larger is a protocol failure
 
 
@@ -104,11 +105,13 @@ def deadline_transport(**options: Any) -> httpx.HTTPTransport:
     return transport
 
 
-def request_bounded(client: httpx.Client, method: str, url: str, *, max_bytes: int = MAX_REPLY_BYTES,
-                    **kwargs: Any) -> httpx.Response:
-    """``client.request(...)``, reading at most ``max_bytes`` of decoded body (raises
-    :class:`ReplyTooLarge` beyond; a gzip bomb stops there too)."""
-    with client.stream(method, url, **kwargs) as response:
+def request_bounded(client: httpx.Client, method: str, url: str, *, total_s: float | None,
+                    max_bytes: int = MAX_REPLY_BYTES, **kwargs: Any) -> httpx.Response:
+    """``client.request(...)`` ending within ``total_s`` seconds (and by the deadline) however
+    slowly the reply comes (``httpx.ReadTimeout`` after), reading at most ``max_bytes`` of
+    decoded body (:class:`ReplyTooLarge` beyond; a gzip bomb stops there too). The client must
+    use :func:`deadline_transport`."""
+    with deadline.capped(total_s), client.stream(method, url, **kwargs) as response:
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from evalbench import deadline
-from evalbench.ratelimit import RateLimiter, concurrency_share
+from evalbench.ratelimit import RateLimiter, WaitTooLong, concurrency_share
 
 # Statuses that say the request was not processed: safe to send again after a backoff.
 RETRY_STATUSES = frozenset({429, 503})
@@ -29,17 +29,22 @@ class CallLimiter:
 
     @contextmanager
     def slot(self) -> Iterator[float]:
-        """Hold a concurrency slot and a rate token for one call; yields the seconds waited."""
+        """Hold a concurrency slot and a rate token for one call; yields the seconds waited.
+        Waits end at the deadline: :class:`~evalbench.deadline.Expired` (the call is not made)."""
         started = time.monotonic()
-        if self._slots is not None:
-            self._slots.acquire()
+        slots = self._slots
+        if slots is not None:
+            deadline.wait_for(lambda timeout_s: slots.acquire(timeout=timeout_s), "a call slot (max_concurrency)")
         try:
             if self._rate is not None:
-                self._rate.acquire()
+                try:
+                    self._rate.acquire(deadline.remaining())
+                except WaitTooLong as exc:
+                    raise deadline.Expired(f"the rate limit (execs_per_minute) would hold the call past the deadline: {exc}") from None
             yield time.monotonic() - started
         finally:
-            if self._slots is not None:
-                self._slots.release()
+            if slots is not None:
+                slots.release()
 
 
 def parse_retry_after(value: str | None) -> float | None:

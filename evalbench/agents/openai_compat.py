@@ -18,14 +18,13 @@ from typing import Any
 
 import httpx
 
-from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents import AGENTS, AgentContext, tool_args
 from evalbench.agents.chat import (
     BODY_KEPT,
     CallFailed,
     ChatAgent,
     ModelTurn,
     ToolResult,
-    json_args,
     transport_failure,
     truncate,
 )
@@ -54,7 +53,7 @@ class OpenAICompatAgent(ChatAgent):
             base_url=config.base_url.rstrip("/") + "/",
             headers=headers,
             timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 10.0)),
-            transport=deadline_transport(),  # the conversation deadline bounds the whole reply
+            transport=deadline_transport(),  # timeout_s and the conversation deadline bound the whole reply
         )
         self.openai_tools = [{"type": "function", "function": tool} for tool in self.tool_specs]
 
@@ -132,7 +131,9 @@ class OpenAICompatAgent(ChatAgent):
         if self.function_calling:
             body["tools"] = self.openai_tools
         try:
-            response = request_bounded(self.client, "POST", "chat/completions", json=body)
+            # ASCII JSON: a lone surrogate the model sent (and we send back in the history) stays an escape
+            response = request_bounded(self.client, "POST", "chat/completions", total_s=c.timeout_s,
+                                       content=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         except httpx.HTTPError as exc:
             failure = transport_failure(exc, self.endpoint, c.timeout_s)
             raise failure or CallFailed(f"{type(exc).__name__}: {exc}", "connection") from None
@@ -173,10 +174,11 @@ def _read(data: Any, text: str) -> ModelTurn:
         call_id = str(raw_call.get("id") or f"call_{index}")  # tool messages must name the call
         name = str(function.get("name") or "")
         arguments = function.get("arguments")
-        calls.append(ToolCall(name=name, args=json_args(arguments), id=call_id))
+        args = tool_args.decode(arguments)
+        calls.append(ToolCall(name=name, args=args, id=call_id))
         native_calls.append({
             "id": call_id, "type": "function",
-            "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments or {})},
+            "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else _json_text(args)},
         })
     native: dict[str, Any] = {"role": "assistant", "content": content or None}
     if native_calls:
@@ -192,6 +194,14 @@ def _read(data: Any, text: str) -> ModelTurn:
     finish = choice.get("finish_reason")
     return ModelTurn(text=content, calls=calls, usage=usage, native=native, raw=raw,
                      finish_reason=str(finish) if finish is not None else None)
+
+
+def _json_text(args: dict[str, Any]) -> str:
+    """Arguments sent as an object (Ollama), as the JSON text the history keeps."""
+    try:
+        return json.dumps(args)
+    except (TypeError, ValueError, RecursionError):
+        return "{}"
 
 
 def _text(content: Any) -> str:

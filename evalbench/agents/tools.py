@@ -21,22 +21,25 @@ and so in the journal, the report and ``explain``.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from evalbench.agents import AgentContext
+from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.config import ToolLimits
-from evalbench.conversation import ToolCall
+from evalbench.conversation import MAX_SQL_BYTES, ToolCall
 from evalbench.dataset import Item
 from evalbench.execution_result import ExecutionResult
 from evalbench.knowledge_index import KnowledgeIndex, column_documents, knowledge_documents
 from evalbench.tables import TableInfo, quote_table
 
+log = logging.getLogger(__name__)
+
 RUN_SQL = "run_sql"
 
-_TABLE = {"table": {"type": "string", "description": "the table's name, as list_tables gives it"}}
+_TABLE = {"table": {"type": "string", "description": "the table's name, as list_tables gives it", "maxLength": 1024}}
 SPECS: dict[str, dict[str, Any]] = {
     "list_tables": {
         "name": "list_tables",
@@ -60,10 +63,13 @@ SPECS: dict[str, dict[str, Any]] = {
         "description": "Search the database's documentation — its knowledge base of domain definitions and its columns "
                        "— by keywords; returns the best matches.",
         "parameters": {"type": "object", "properties": {
-            "query": {"type": "string", "description": "keywords, e.g. a term of the request"},
+            "query": {"type": "string", "description": "keywords, e.g. a term of the request", "maxLength": 4096},
             "limit": {"type": "integer", "description": "how many results (default 5)"}}, "required": ["query"]},
     },
 }
+# run_sql as the kit checks its arguments (the spec offered to the model is the chat agents')
+RUN_SQL_SPEC: dict[str, Any] = {"name": RUN_SQL, "parameters": {
+    "type": "object", "properties": {"sql": {"type": "string", "maxLength": MAX_SQL_BYTES}}, "required": ["sql"]}}
 RUN_SQL_NOTE = ("With this tool you see the rows of your query; you may run several, and the last statement you "
                 "run is your answer.")
 
@@ -134,15 +140,26 @@ class Toolbox:
         else:
             self.calls_in_turn += 1
             self.calls_in_conversation += 1
-            try:
-                response = self._dispatch(call.name, call.args if isinstance(call.args, dict) else {})
-            except _ToolError as exc:
-                response = {"error": str(exc)}
+            response = self._answer(call)
             outcome = "error" if "error" in response else "ok"
         response, size = _fit(response, limits.max_bytes)
         call.response, call.outcome, call.result_bytes = response, outcome, size
         call.latency_s = time.perf_counter() - started
         return response
+
+    def _answer(self, call: ToolCall) -> dict[str, Any]:
+        """The call's result: an error the model can read for arguments the tool cannot take, or
+        anything else that goes wrong — never an exception."""
+        spec = RUN_SQL_SPEC if call.name == RUN_SQL else SPECS.get(call.name)
+        if spec is None:
+            return {"error": f"unknown tool {clip(call.name)!r}"}
+        try:
+            return self._dispatch(call.name, tool_args.check(spec["parameters"], call.args))
+        except (_ToolError, tool_args.ArgumentError) as exc:
+            return {"error": str(exc)}
+        except Exception as exc:  # a bug, or a value no check foresaw: the model is told, the run goes on
+            log.warning("tool %s failed", call.name, exc_info=True)
+            return {"error": f"the tool failed ({type(exc).__name__}); try other arguments, or answer"}
 
     # ------------------------------------------------------------------ the tools
 
@@ -157,39 +174,39 @@ class Toolbox:
             return {"table": table.name, "rows": table.rows, "columns": columns, "knowledge_ids": self._visible_knowledge(table)}
         if name == "sample_rows":
             table = self._table(args)
-            limit = _int_arg(args, "limit", 5, 1, self.kit.limits.max_rows)
+            limit = _clamp(args.get("limit", 5), 1, self.kit.limits.max_rows)
             return self._rows(f"SELECT * FROM {quote_table(table.name, self.item.dialect)} LIMIT {limit}")
         if name == "search_knowledge":
             return self._search(args)
         if name == RUN_SQL:
-            sql = args.get("sql")
-            if not isinstance(sql, str) or not sql.strip():
+            sql = args["sql"]
+            if not sql.strip():
                 raise _ToolError("no sql given: nothing was run")
             return self._rows(sql)
-        raise _ToolError(f"unknown tool {name!r}")
+        raise _ToolError(f"unknown tool {clip(name)!r}")
 
     def _tables(self) -> list[TableInfo]:
         return self.kit.context.tables(self.item.dialect, self.item.database)
 
     def _table(self, args: dict[str, Any]) -> TableInfo:
-        wanted = args.get("table")
-        if not isinstance(wanted, str) or not wanted.strip():
+        wanted = args["table"]
+        if not wanted.strip():
             raise _ToolError("no table given")
         tables = self._tables()
         found = next((t for t in tables if t.name.lower() == wanted.strip().lower()), None)
         if found is None:
             known = ", ".join(t.name for t in tables[:50]) or "none"
-            raise _ToolError(f"no table {wanted!r} (tables: {known})")
+            raise _ToolError(f"no table {clip(wanted)!r} (tables: {known})")
         return found
 
     def _visible_knowledge(self, table: TableInfo) -> list[int]:
         return [i for i in table.knowledge_ids if i not in self.item.deleted_knowledge]
 
     def _search(self, args: dict[str, Any]) -> dict[str, Any]:
-        query = args.get("query")
-        if not isinstance(query, str) or not query.strip():
+        query = args["query"]
+        if not query.strip():
             raise _ToolError("no query given")
-        limit = _int_arg(args, "limit", self.kit.limits.max_results, 1, self.kit.limits.max_results)
+        limit = _clamp(args.get("limit", self.kit.limits.max_results), 1, self.kit.limits.max_results)
         exclude = frozenset(("knowledge", str(i)) for i in self.item.deleted_knowledge)
         found = self.kit.index(self.item).search(query, limit, exclude)
         return {"results": [{"kind": d.kind, **d.fields, "score": round(score, 4)} for d, score in found]}
@@ -205,13 +222,13 @@ class _ToolError(Exception):
     """A call that cannot be run as asked; its message is the tool's error result."""
 
 
-def _int_arg(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = args.get(name, default)
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise _ToolError(f"{name} must be a whole number, got {value!r}") from None
+def _clamp(number: int, low: int, high: int) -> int:
     return max(low, min(high, number))
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """A name the model gave, short enough to quote back to it."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _result(result: ExecutionResult, max_rows: int) -> dict[str, Any]:
@@ -231,7 +248,7 @@ def _cell(value: Any) -> Any:
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, default=str).encode())
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
 
 
 def _fit(response: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], int]:

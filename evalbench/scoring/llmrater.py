@@ -54,6 +54,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
+from evalbench import deadline
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
@@ -362,19 +363,22 @@ class LlmRater:
         """One judge call (with retries) as a vote; never raises :class:`CallFailed`."""
         o = self.options
         for attempt in range(o.max_retries + 1):
-            with self.limiter.slot():
-                try:
-                    text = self._call(prompt, index)
-                except CallFailed as exc:
-                    failure = exc
-                else:
+            try:
+                with self.limiter.slot():
                     try:
-                        verdict, reason = parse_verdict(text)
-                    except InvalidVerdict as exc:
-                        return Vote(error=f"malformed verdict: {truncate(str(exc), ERROR_KEPT)}")
-                    return Vote(verdict, reason)
+                        text = self._call(prompt, index)
+                    except CallFailed as exc:
+                        failure = exc
+                    else:
+                        try:
+                            verdict, reason = parse_verdict(text)
+                        except InvalidVerdict as exc:
+                            return Vote(error=f"malformed verdict: {truncate(str(exc), ERROR_KEPT)}")
+                        return Vote(verdict, reason)
+            except deadline.Expired as exc:  # waiting for the limiter took the whole deadline
+                return Vote(error=truncate(str(exc), ERROR_KEPT))
             retryable = _retryable(failure)
-            if not retryable or attempt == o.max_retries:
+            if not retryable or attempt == o.max_retries or deadline.passed():
                 suffix = f" (after {attempt + 1} attempts)" if retryable else ""
                 return Vote(error=truncate(f"{failure}{suffix}", ERROR_KEPT))
             delay = backoff_delay(attempt, o.backoff_s, o.max_backoff_s, failure.retry_after, self.rng)

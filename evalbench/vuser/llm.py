@@ -82,6 +82,7 @@ from typing import Any
 
 from google.genai import types
 
+from evalbench import deadline
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
@@ -443,12 +444,16 @@ class LlmVirtualUser:
         for attempt in range(retry.max_retries + 1):
             started = time.perf_counter()
             record: dict[str, Any] = {"step": step}
-            with self.limiter.slot() as waited:
-                try:
-                    text = self._call(contents)
-                    failure = None
-                except CallFailed as exc:
-                    failure = exc
+            try:
+                with self.limiter.slot() as waited:
+                    try:
+                        text = self._call(contents)
+                        failure = None
+                    except CallFailed as exc:
+                        failure = exc
+            except deadline.Expired as exc:  # waiting for the limiter took the whole deadline
+                calls.append(record | {"status": "timeout", "error": str(exc)})
+                raise _StepFailed(f"{step} failed: {exc}") from None
             record["seconds"] = round(time.perf_counter() - started - waited, 3)
             if failure is None:
                 record["status"] = "ok"
@@ -459,7 +464,7 @@ class LlmVirtualUser:
             record |= {"status": failure.kind, "error": str(failure)}
             calls.append(record)
             retryable = failure.retryable or failure.kind in _RETRYABLE_KINDS
-            if not retryable or attempt == retry.max_retries:
+            if not retryable or attempt == retry.max_retries or deadline.passed():
                 suffix = f" (after {attempt + 1} attempts)" if retryable else ""
                 raise _StepFailed(f"{step} failed: {failure}{suffix}")
             delay = backoff_delay(attempt, retry.backoff_s, retry.max_backoff_s, failure.retry_after, self.rng)
