@@ -32,9 +32,9 @@ from evalbench.agents.chat import (
 from evalbench.agents.config import OpenAICompatAgentConfig
 from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
-from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
 from evalbench.errors import ConfigError
+from evalbench.redaction import redact_url
 
 
 class OpenAICompatAgent(ChatAgent):

@@ -325,7 +325,7 @@ class LlmRater:
 
     @property
     def endpoint(self) -> str | None:
-        from evalbench.config import redact_url
+        from evalbench.redaction import redact_url
 
         return redact_url(self.options.base_url) if self.options.base_url else None
 

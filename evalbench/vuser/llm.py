@@ -85,12 +85,13 @@ from google.genai import types
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
-from evalbench.config import LlmVUserConfig, redact_url
+from evalbench.config import LlmVUserConfig
 from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.errors import ConfigError
 from evalbench.genai_client import generate, make_genai_client, response_text
+from evalbench.redaction import redact_url
 from evalbench.sqlclauses import golden_clauses
 from evalbench.statements import sqlglot_dialect
 from evalbench.vuser import VUSERS
