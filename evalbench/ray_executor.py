@@ -86,7 +86,7 @@ def _resumed_split(shards_dir: Path, run_name: str, shards: int | None) -> int:
     """The number of shards of the run being resumed, read from its shards' manifests."""
     splits = set()
     for manifest in shards_dir.glob(f"{run_name}-shard-*/manifest.json"):
-        shard = ((json.loads(manifest.read_text(encoding="utf-8")).get("dataset") or {}).get("subset") or {}).get("shard")
+        shard = ((json.loads(manifest.read_text(encoding="utf-8-sig")).get("dataset") or {}).get("subset") or {}).get("shard")
         if shard:
             splits.add(int(str(shard).split("/")[1]))
     if len(splits) > 1:

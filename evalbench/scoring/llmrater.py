@@ -153,7 +153,7 @@ def load_prompt(path: Path | None, default: str = PROMPT, required: str = REQUIR
     path = path or default_prompt(default)
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a BOM is accepted
     except (OSError, UnicodeDecodeError) as exc:
         raise _config_error(scorer, f"cannot read the prompt {path}: {exc}", "prompt_file") from None
     if required not in text:

@@ -279,7 +279,7 @@ def validate_action(action: VUserAction, conversation: Conversation) -> VUserAct
 def _load_prompt(path: Path | None, default: str, key: str, required: str) -> tuple[Path, str]:
     path = path or default_prompt(default)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ConfigError(f"cannot read the prompt {path}: {exc}", key=f"vuser_model_config.{key}") from None
     if required not in text:

@@ -218,7 +218,7 @@ def run_script(admin: Any, path: Path) -> None:
     """Run a setup script statement by statement; an error names the file and the line."""
     import pymysql
 
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     position = 0
     for statement in split_statements(text, "mysql"):
         found = text.find(statement, position)

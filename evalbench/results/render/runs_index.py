@@ -130,7 +130,7 @@ def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
             entry.problems.append("no manifest.json")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         entry.problems.append(f"{path.name} is unreadable ({_short(exc)})")
         return None
