@@ -22,6 +22,7 @@ from typing import Any
 
 from evalbench.errors import ConfigError, EvalbenchError
 from evalbench.ray_shard import ShardResult, ShardTask, pack, run_shard, unpack
+from evalbench.redaction import redact_text
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.merge import merge_shards
 from evalbench.results.summary.rebuild import completeness
@@ -159,7 +160,7 @@ def _store(ray: Any, ref: Any, name: str, shards_dir: Path) -> tuple[int, str] |
         return (130, "was cancelled before it started")
     except ray.exceptions.RayError as exc:  # the task itself failed, or was lost for good (retries exhausted)
         with log.open("a", encoding="utf-8") as out:
-            out.write(f"evalbench: the Ray task of shard {name} failed: {exc}\n")
+            out.write(f"evalbench: the Ray task of shard {name} failed: {redact_text(str(exc))}\n")
         if isinstance(exc, ray.exceptions.RayTaskError):
             return (3, f"failed in its Ray task ({type(exc).__name__})")
         return (3, f"was lost ({type(exc).__name__}) after {RETRIES} retries")
