@@ -105,6 +105,8 @@ def test_a_run_reads_every_input_and_every_run_file_with_a_bom(tmp_path, pgdata,
         code, out = _cli(monkeypatch, capsys, *args)
         assert code == 0 and "error:" not in out and "warning" not in out.lower(), (args, out)
     assert "first" in _cli(monkeypatch, capsys, "runs", str(out_dir))[1]
+    journal = (run_dir / "conversations.jsonl").read_bytes().splitlines()
+    assert len(journal) == len(ids)  # --resume found every conversation, the first line's too: none ran again
 
 
 def test_an_evalbench_json_dataset_and_a_validation_file_with_a_bom(tmp_path, monkeypatch, capsys):

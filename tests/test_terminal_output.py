@@ -174,6 +174,18 @@ def test_escaped_json_is_the_same_json():
     assert json.loads(escape(text)) == value
 
 
+def test_an_uncaught_exception_is_printed_escaped(monkeypatch):
+    from evalbench.terminal import escaping_excepthook
+
+    raw = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", raw)
+    try:
+        raise ValueError("bad cell \x1b[2J\u202e")
+    except ValueError as exc:
+        escaping_excepthook(type(exc), exc, exc.__traceback__)
+    assert "Traceback" in raw.getvalue() and "ValueError: bad cell \\u001b[2J\\u202e" in raw.getvalue()
+
+
 def test_a_safe_stream_delegates_and_escapes():
     raw = io.StringIO()
     stream = SafeStream(raw)
