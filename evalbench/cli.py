@@ -285,6 +285,16 @@ def _add_rescore_parser(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from evalbench.terminal import escaping_excepthook, safe_console
+
+    # Everything written to the terminal (output, logs, errors, usage, tracebacks) goes through one
+    # filter that escapes control characters and scrubs secrets (evalbench/terminal.py).
+    sys.excepthook = escaping_excepthook
+    with safe_console():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.raw_argv = list(argv) if argv is not None else sys.argv[1:]  # what --workers passes on to its workers

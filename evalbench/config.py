@@ -47,6 +47,7 @@ from evalbench.config_types import (
 from evalbench.dataset.formats import normalise_dialect
 from evalbench.errors import ConfigError
 from evalbench.plugin_config import PluginVUserConfig, discriminated
+from evalbench.redaction import redact, redact_text, remember_secrets, secret_path
 from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
 
 log = logging.getLogger(__name__)
@@ -538,39 +539,6 @@ def _resolve_files(options: Any, base: Path) -> Any:
             for key, value in options.items()}
 
 
-_SECRET_KEYS = ("password", "secret", "token", "api_key", "apikey", "authorization", "credential")
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """Replace secrets: values under secret-looking keys, passwords inside URLs."""
-    if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, key) for v in value]
-    if value is not None and any(s in key.lower() for s in _SECRET_KEYS):
-        return "***"
-    if isinstance(value, str) and key.lower() in ("url", "uri"):
-        return redact_url(value)
-    return value
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (user info or ``password=`` query argument) replaced by ***."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    secret_query = any(k.lower() in ("password", "sslpassword") for k, _ in query)
-    if parts.password is None and not secret_query:
-        return url  # unchanged (urlunsplit would also rewrite an empty host)
-    if parts.password is not None:
-        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
-    if secret_query:
-        redacted = [(k, "***" if k.lower() in ("password", "sslpassword") else v) for k, v in query]
-        parts = parts._replace(query=urlencode(redacted, safe="*/"))
-    return urlunsplit(parts)
-
-
 # --------------------------------------------------------------------------- loading
 
 
@@ -580,6 +548,7 @@ def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
     path = Path(path)
     doc = load_yaml(path)
     data = dict(doc.data)
+    remember_secrets(overrides)  # before validation: no error message or log line shows them
     data.update(overrides)  # command-line --set values, validated like the file's own
     base = path.parent
     data = _evalbench_run_keys(doc, data)
@@ -719,8 +688,7 @@ def _config_error(doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ..
         if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
             loc += (str(err.get("ctx", {}).get("discriminator", "")).strip("'"),)  # point at `agent:` / `vuser:`
         target_doc, key_path = _locate(doc, data, prefix, loc)
-        secret = any(any(w in str(k).lower() for w in _SECRET_KEYS) for k in key_path)
-        message = _describe(err, show_input=not secret)
+        message = redact_text(_describe(err, show_input=not secret_path(key_path)))
         error = target_doc.error(message, key_path)
         first = first or error
         messages.append(str(error))
@@ -781,5 +749,4 @@ __all__ = [
     "VUserConfig",
     "format_key_path",
     "load_run_config",
-    "redact",
 ]

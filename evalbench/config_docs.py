@@ -98,7 +98,7 @@ def render() -> str:
 
 def update(path: Path) -> bool:
     """Rewrite the generated block of ``path``; True when it changed."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     start, end = text.index(BEGIN), text.index(END) + len(END)
     new = text[:start] + render() + text[end:]
     if new != text:

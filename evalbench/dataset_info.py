@@ -127,7 +127,7 @@ def dataset_info(config: RunConfig, validation: Path | None = None) -> DatasetIn
 def _add_validation(path: Path, database_of: dict[str, GroupInfo], groups: list[GroupInfo]) -> None:
     """Empty golden results and warnings per group, from ``evalbench validate --json`` output."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetError(f"cannot read the validation file: {exc}", file=str(path)) from None
     findings = data.get("sorted_findings") if isinstance(data, dict) else None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalbench import deadline
 from evalbench.errors import ConfigError
+from evalbench.redaction import remember_secret
 
 if TYPE_CHECKING:
     from google.genai import errors as genai_errors
@@ -61,6 +62,7 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
             raise ConfigError(f"cannot create the Vertex AI client: {type(exc).__name__}: {exc}") from None
         return GenaiClient(client, project, location)
     key = os.environ.get(config.api_key_env)
+    remember_secret(key)  # scrubbed from anything written, should an error or a model quote it
     if not key:
         raise ConfigError(
             f"environment variable {config.api_key_env} is not set: the {who} needs a Gemini API key there "

@@ -487,11 +487,11 @@ def _items_header(total: int, subset: dict[str, Any] | None, trials: int) -> str
 
 
 def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int], trials: int = 1) -> dict[Group, Any]:
-    from tqdm import tqdm
+    from evalbench.terminal import progress_bar
 
     return {
-        group: tqdm(total=count * trials, initial=done.get(group, 0), desc=f"{group[0]}/{group[1]}", unit="conv", position=i,
-                    leave=True, disable=None if enabled else True, dynamic_ncols=True)  # None: off when stderr is not a terminal (CI logs)
+        group: progress_bar(total=count * trials, initial=done.get(group, 0), desc=f"{group[0]}/{group[1]}", unit="conv",
+                             position=i, leave=True, disable=None if enabled else True, dynamic_ncols=True)  # None: off when stderr is not a terminal (CI logs)
         for i, (group, count) in enumerate(sorted(groups.items()))
     }
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from evalbench.errors import ConfigError, EvalbenchError
 from evalbench.ray_shard import ShardResult, ShardTask, pack, run_shard, unpack
+from evalbench.redaction import redact_text
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.merge import merge_shards
 from evalbench.results.summary.rebuild import completeness
@@ -86,7 +87,7 @@ def _resumed_split(shards_dir: Path, run_name: str, shards: int | None) -> int:
     """The number of shards of the run being resumed, read from its shards' manifests."""
     splits = set()
     for manifest in shards_dir.glob(f"{run_name}-shard-*/manifest.json"):
-        shard = ((json.loads(manifest.read_text(encoding="utf-8")).get("dataset") or {}).get("subset") or {}).get("shard")
+        shard = ((json.loads(manifest.read_text(encoding="utf-8-sig")).get("dataset") or {}).get("subset") or {}).get("shard")
         if shard:
             splits.add(int(str(shard).split("/")[1]))
     if len(splits) > 1:
@@ -159,7 +160,7 @@ def _store(ray: Any, ref: Any, name: str, shards_dir: Path) -> tuple[int, str] |
         return (130, "was cancelled before it started")
     except ray.exceptions.RayError as exc:  # the task itself failed, or was lost for good (retries exhausted)
         with log.open("a", encoding="utf-8") as out:
-            out.write(f"evalbench: the Ray task of shard {name} failed: {exc}\n")
+            out.write(f"evalbench: the Ray task of shard {name} failed: {redact_text(str(exc))}\n")
         if isinstance(exc, ray.exceptions.RayTaskError):
             return (3, f"failed in its Ray task ({type(exc).__name__})")
         return (3, f"was lost ({type(exc).__name__}) after {RETRIES} retries")

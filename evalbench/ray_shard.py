@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalbench.redaction import redact_arg
 from evalbench.workers import worker_argv
 
 
@@ -71,7 +72,8 @@ def run_shard(task: ShardTask) -> ShardResult:
         # the shard's process ends with this worker (Linux): a retry never races a lost attempt
         command = [sys.executable, "-m", "evalbench.ray_shard", str(os.getpid()), "run", *argv]
         with log_path.open("wb") as log:
-            log.write(f"evalbench: shard {task.shard} on node {node}: {' '.join(command)}\n".encode())
+            shown = " ".join(redact_arg(arg) for arg in command)  # the log is kept beside the run: no secrets
+            log.write(f"evalbench: shard {task.shard} on node {node}: {shown}\n".encode())
             log.flush()
             process = subprocess.Popen(command, cwd=task.cwd, stdout=log, stderr=subprocess.STDOUT)
             code, cancelled = _wait(process)

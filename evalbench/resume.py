@@ -82,7 +82,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from None
 

@@ -17,6 +17,7 @@ from typing import Any
 from evalbench import __version__
 from evalbench.config import RunConfig
 from evalbench.dataset import Dataset
+from evalbench.redaction import redact, redact_arg
 from evalbench.resume import session_changes
 
 
@@ -41,46 +42,6 @@ def git_sha() -> str | None:
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
-def redact_arg(arg: str) -> str:
-    """One command-line argument as the manifest records it: secrets redacted like the config's.
-
-    ``KEY=VALUE`` (a ``--set`` pair, also as ``--set=KEY=VALUE``): the value is read as YAML, as
-    ``--set`` reads it, and redacted under its key (``password=***``; ``database_configs=[...]``
-    and ``model_config={...}`` keep their other keys, with secret-looking keys and passwords in
-    URLs redacted). Any ``scheme://user:password@`` and secret-looking ``KEY=VALUE`` left in the text are
-    redacted too; lone surrogates (bytes that were not UTF-8) become U+FFFD."""
-    import json
-    import re
-
-    import yaml
-
-    from evalbench.config import _SECRET_KEYS, redact, redact_url
-    from evalbench.results.journal.record import clean_text
-
-    arg = clean_text(arg)
-    option, sep, rest = arg.partition("=")
-    if sep and option.startswith("-"):  # --set=KEY=VALUE, --output-dir=...
-        return f"{option}={redact_arg(rest)}"
-    key, sep, value = arg.partition("=")
-    if sep and key:
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError:
-            parsed = value
-        redacted = redact({key: parsed})[key]
-        if redacted != parsed:
-            value = redacted if isinstance(redacted, str) else json.dumps(redacted, ensure_ascii=False, default=str)
-            arg = f"{key}={value}"
-    if "://" in arg:
-        arg = redact_url(arg)
-        # a URL inside a longer text (YAML that did not parse, a connection string...)
-        arg = re.sub(r"(://[^\s/@:'\"]*:)[^\s@'\"]*@", r"\1***@", arg)
-    # KEY=VALUE / KEY: VALUE pairs left in the text (YAML that did not parse, a connection string...)
-    secret_key = "|".join(re.escape(k) for k in _SECRET_KEYS)
-    pattern = rf"""([\w.-]*(?:{secret_key})[\w.-]*["']?\s*[=:]\s*)(?!["']?\*\*\*)("[^"]*"|'[^']*'|[^\s,;&}}\]]+)"""
-    return re.sub(pattern, r"\1***", arg, flags=re.IGNORECASE)
-
-
 def build_manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any],
               dataset_sha256: str, metric_scorers: list[str]) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
@@ -91,7 +52,9 @@ def build_manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, 
             packages[name] = version(name)
         except PackageNotFoundError:
             packages[name] = None
-    return {
+    # one more pass over everything (the agent's and virtual user's descriptions, paths...): the
+    # config snapshot and the command are redacted already, a secret anywhere else is too
+    return redact({
         "schema_version": 1,
         "run_id": run_id,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
@@ -112,7 +75,7 @@ def build_manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, 
         "vuser": vuser,
         "scorers": list(config.scorers),
         "metric_scorers": metric_scorers,
-    }
+    })
 
 
 def with_session(manifest: dict[str, Any], previous: dict[str, Any] | None, session: dict[str, Any],

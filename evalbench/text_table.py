@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evalbench.terminal import escape
+
 
 def table(header: Sequence[str] | None, rows: Sequence[Sequence[object]], indent: str = "  ") -> str:
     """Columns padded to their widest cell; a column of numbers right-aligned, others left-aligned."""
-    cells = ([[str(c) for c in header]] if header else []) + [[str(c) for c in row] for row in rows]
+    # escaped before they are measured (the terminal escapes them anyway: evalbench.terminal)
+    cells = ([[escape(str(c)) for c in header]] if header else []) + [[escape(str(c)) for c in row] for row in rows]
     if not cells:
         return ""
     width = len(cells[0])

@@ -290,14 +290,12 @@ class _ProgressBar:
     when stderr is not a terminal (a CI log gets the findings, not a bar per item)."""
 
     def __init__(self, total: int, enabled: bool) -> None:
-        import sys
-
-        from tqdm import tqdm
+        from evalbench.terminal import progress_bar
 
         self._lock = threading.Lock()
         self._invalid = 0
-        self._bar = tqdm(total=total, desc="validate", unit="item", file=sys.stderr, dynamic_ncols=True,
-                         disable=None if enabled else True)  # None: tqdm disables itself on a non-TTY
+        self._bar = progress_bar(total=total, desc="validate", unit="item", dynamic_ncols=True,
+                                 disable=None if enabled else True)  # None: tqdm disables itself on a non-TTY
 
     def update(self) -> None:
         with self._lock:

@@ -115,7 +115,7 @@ class LiveMerge:
     def _start(self) -> bool:
         if not all((d / "manifest.json").is_file() for d in self.shard_dirs):
             return False
-        from tqdm import tqdm
+        from evalbench.terminal import progress_bar
 
         manifests = [read_manifest(d) for d in self.shard_dirs]
         clear_merged(self.run_dir, replace=False)
@@ -123,8 +123,8 @@ class LiveMerge:
         dataset = self.merged.manifest["dataset"]
         total = dataset["items"] * (dataset.get("trials") or 1)
         # None: off when stderr is not a terminal (CI logs)
-        self.bar = tqdm(total=total, desc=self.run_dir.name, unit="conv", disable=None if self.progress else True,
-                        dynamic_ncols=True)
+        self.bar = progress_bar(total=total, desc=self.run_dir.name, unit="conv", disable=None if self.progress else True,
+                                dynamic_ncols=True)
         return True
 
     def finish(self) -> dict[str, Any]:

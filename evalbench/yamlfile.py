@@ -23,6 +23,7 @@ from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
 from evalbench.errors import ConfigError
+from evalbench.redaction import is_secret_key, remember_secret, remember_secrets
 
 KeyPath = tuple[Any, ...]
 
@@ -93,6 +94,7 @@ def load_yaml(path: Path) -> YamlDocument:
         raise ConfigError(f"expected a mapping of keys at the top level, got {type(data).__name__}", file=str(path), line=1)
     doc = YamlDocument(path=path, data=data, lines=lines)
     doc.data = _substitute_env(doc, data, ())
+    remember_secrets(doc.data)  # before validation: no error message or log line shows them
     return doc
 
 
@@ -284,6 +286,8 @@ def _substitute_env(doc: YamlDocument, value: Any, key_path: KeyPath) -> Any:
         def replace(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
             if name in os.environ:
+                if is_secret_key(name):  # ${API_TOKEN} is a secret wherever it is used
+                    remember_secret(os.environ[name])
                 return os.environ[name]
             if default is not None:
                 return default

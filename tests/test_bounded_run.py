@@ -221,8 +221,14 @@ def test_secrets_from_the_environment_are_not_in_the_run_directory(tmp_path, pgd
     ("seed=7", "seed=7"),
     ("vuser_model_config={vuser: rules, patience: 3}", "vuser_model_config={vuser: rules, patience: 3}"),
     ("x=\udcff", "x=\ufffd"),
+    # issue 24: at any depth, headers whatever their name, tokens in query strings; no false positive
+    ('model_config={agent: openai_compat, headers: {X-Api-Key: hunter2, Cookie: "sid=abc"}}',
+     'model_config={"agent": "openai_compat", "headers": {"X-Api-Key": "***", "Cookie": "***"}}'),
+    ("model_config={agent: gemini, max_output_tokens: 64}", "model_config={agent: gemini, max_output_tokens: 64}"),
+    ("--set=model_config={base_url: 'http://h/v1?access_token=t0k'}", '--set=model_config={"base_url": "http://h/v1?access_token=***"}'),
+    ("scorers={llmrater: {options: [{token: abc}]}}", 'scorers={"llmrater": {"options": [{"token": "***"}]}}'),
 ])
 def test_command_line_arguments_are_redacted(arg, expected):
-    from evalbench.run_manifest import redact_arg
+    from evalbench.redaction import redact_arg
 
     assert redact_arg(arg) == expected

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from evalbench.cli import main
-from evalbench.config import DatabaseConfig, RunConfig, load_run_config, redact, redact_url
+from evalbench.config import DatabaseConfig, RunConfig, load_run_config
 from evalbench.errors import ConfigError
+from evalbench.redaction import redact, redact_url
 from tests.conftest import DEMO
 
 DEMO_DATASET = DEMO / "greenleaf.jsonl"

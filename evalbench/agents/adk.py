@@ -31,8 +31,8 @@ from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
 from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
-from evalbench.config import redact_url
 from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
+from evalbench.redaction import redact_url
 from evalbench.session_state import StateFacts, render_state
 
 log = logging.getLogger(__name__)

@@ -124,7 +124,7 @@ QUESTION_SKIPPED = {"answer": "(not asked: your query was run instead)"}
 def load_template(config: ChatAgentOptions) -> tuple[Path, str]:
     path = config.system_prompt or default_prompt(SYSTEM_PROMPT)
     try:
-        return path, path.read_text(encoding="utf-8")
+        return path, path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ConfigError(f"cannot read the system prompt {path}: {exc}", key="model_config.system_prompt") from None
 

@@ -29,9 +29,9 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
-from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
 from evalbench.genai_client import first_candidate, generate, make_genai_client, response_json
+from evalbench.redaction import redact_url
 
 
 def _schema(spec: dict[str, Any]) -> types.Schema:

@@ -31,9 +31,9 @@ from evalbench.agents.chat import (
 from evalbench.agents.config import OpenAICompatAgentConfig
 from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
-from evalbench.config import redact_url
 from evalbench.conversation import TokenUsage, ToolCall
 from evalbench.errors import ConfigError
+from evalbench.redaction import redact_url, remember_secret
 
 
 class OpenAICompatAgent(ChatAgent):
@@ -45,6 +45,7 @@ class OpenAICompatAgent(ChatAgent):
         headers = {name: value.get_secret_value() for name, value in config.headers.items()}
         if config.api_key_env:
             key = os.environ.get(config.api_key_env)
+            remember_secret(key)  # scrubbed from anything written, should an error or the model quote it
             if not key:
                 raise ConfigError(f"environment variable {config.api_key_env} is not set (api_key_env of the openai_compat agent)",
                                   key="model_config.api_key_env")

@@ -89,7 +89,7 @@ def recorded_part(manifest: dict[str, Any], part: str) -> dict[str, Any]:
 def read_run_manifest(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "manifest.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json", key="run_dir") from None
     except (OSError, ValueError) as exc:

@@ -100,7 +100,7 @@ def value_batches(path: Path, size: int = 500) -> Iterator[list[tuple[int, str]]
 
 def value_rows(path: Path) -> Iterator[tuple[int, str]]:
     """``(line, "(cell, cell, ...)")`` for every row of a CSV whose cells are SQL literals."""
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is accepted
         reader = csv.reader(handle)
         for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):

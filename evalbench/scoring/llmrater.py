@@ -154,7 +154,7 @@ def load_prompt(path: Path | None, default: str = PROMPT, required: str = REQUIR
     path = path or default_prompt(default)
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a BOM is accepted
     except (OSError, UnicodeDecodeError) as exc:
         raise _config_error(scorer, f"cannot read the prompt {path}: {exc}", "prompt_file") from None
     if required not in text:
@@ -326,7 +326,7 @@ class LlmRater:
 
     @property
     def endpoint(self) -> str | None:
-        from evalbench.config import redact_url
+        from evalbench.redaction import redact_url
 
         return redact_url(self.options.base_url) if self.options.base_url else None
 

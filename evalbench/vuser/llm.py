@@ -86,12 +86,13 @@ from evalbench import deadline
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
 from evalbench.agents.limits import CallLimiter, backoff_delay
-from evalbench.config import LlmVUserConfig, redact_url
+from evalbench.config import LlmVUserConfig
 from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.errors import ConfigError
 from evalbench.genai_client import generate, make_genai_client, response_text
+from evalbench.redaction import redact_url
 from evalbench.sqlclauses import golden_clauses
 from evalbench.statements import sqlglot_dialect
 from evalbench.vuser import VUSERS
@@ -279,7 +280,7 @@ def validate_action(action: VUserAction, conversation: Conversation) -> VUserAct
 def _load_prompt(path: Path | None, default: str, key: str, required: str) -> tuple[Path, str]:
     path = path or default_prompt(default)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ConfigError(f"cannot read the prompt {path}: {exc}", key=f"vuser_model_config.{key}") from None
     if required not in text:

@@ -45,7 +45,7 @@ def mark_file(path: Path) -> Path:
 def read_mark(path: Path) -> str | None:
     """The checksum the sidecar of ``path`` records, or None when evalbench did not build it."""
     try:
-        data = json.loads(mark_file(path).read_text(encoding="utf-8"))
+        data = json.loads(mark_file(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return None
     return str(data.get("checksum")) if isinstance(data, dict) and data.get("built_by") == "evalbench" else None
@@ -142,7 +142,7 @@ def run_script(conn: Any, path: Path) -> None:
     """Run a setup script statement by statement; an error names the file and the line."""
     import duckdb
 
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     position = 0
     for statement in split_statements(text, "duckdb"):
         found = text.find(statement, position)

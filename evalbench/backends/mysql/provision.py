@@ -197,7 +197,7 @@ def non_transactional_tables(admin: Any, database: str) -> list[str]:
 
 def run_script(admin: Any, path: Path) -> None:
     """Run a setup script statement by statement; an error names the file and the line."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     position = 0
     for statement in split_statements(text, "mysql"):
         found = text.find(statement, position)

@@ -170,7 +170,7 @@ def _load(target: DatabaseTarget, setup: SetupFiles) -> tuple[int, int]:
 
 
 def _run_file(conn: psycopg.Connection, path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     if not text.strip():
         return
     try:

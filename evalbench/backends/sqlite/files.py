@@ -107,7 +107,7 @@ def _setup_authorizer(action: int, arg1: object, arg2: object, _db: object, _sou
 
 def _run_script(conn: sqlite3.Connection, path: Path) -> None:
     try:
-        conn.executescript(path.read_text(encoding="utf-8"))
+        conn.executescript(path.read_text(encoding="utf-8-sig"))
     except sqlite3.Error as exc:
         raise ProvisioningError(f"{path}: {exc}") from None
 

@@ -125,7 +125,7 @@ def _json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise RunReadError(f"{path}: cannot read it: {exc}") from None
     return data if isinstance(data, dict) else {}

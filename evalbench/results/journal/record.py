@@ -35,6 +35,7 @@ from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
+from evalbench.redaction import scrub, scrub_value
 from evalbench.results.summary.taxonomy import diagnosis_field
 from evalbench.scores import Score
 
@@ -533,10 +534,19 @@ def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, ex
             record["diagnosis"] = diagnosis_field(record)
             line = dumps(record)
             if len(line.encode("utf-8")) <= caps.record or step == len(steps) - 1:
-                return record, line
+                return _without_secrets(record, line)
         raise AssertionError("unreachable")
     finally:
         _MEMO.texts = None
+
+
+def _without_secrets(record: dict[str, Any], line: str) -> tuple[dict[str, Any], str]:
+    """The record with the secrets this process knows (an agent that echoes its API key, an error
+    quoting a URL's token) replaced by ``***`` — rare, so the line is rebuilt only then."""
+    if scrub(line) == line:
+        return record, line
+    record = scrub_value(record)
+    return record, dumps(record)
 
 
 def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5, caps: Caps = CAPS) -> dict[str, Any]:

@@ -473,7 +473,7 @@ def _keep_native(path: Path) -> None:
     prefix = _NATIVE_HEADERS.get(path.name)
     if prefix is None or not path.is_file():
         return
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    with path.open(encoding="utf-8-sig", errors="replace") as handle:
         head = handle.readline()
     if head.startswith(prefix):
         os.replace(path, path.with_name(NATIVE_NAMES[path.name]))
@@ -482,7 +482,7 @@ def _keep_native(path: Path) -> None:
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(path.read_text(encoding="utf-8-sig"))
     return data if isinstance(data, dict) else {}
 
 

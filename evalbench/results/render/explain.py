@@ -22,6 +22,7 @@ from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.render.sqldiff import sql_diff
 from evalbench.results.summary.taxonomy import diagnose
+from evalbench.terminal import escape
 
 CLOSE_IDS = 5  # close matches named when an item is not in the journal
 CELL = 24  # characters of one preview cell
@@ -231,9 +232,9 @@ def _table(result: dict[str, Any], width: int, indent: str) -> list[str]:
     count = max(len(columns), *(len(r) for r in rows))
     header = columns + [""] * (count - len(columns))
     cells = [[_cell(v) for v in list(row) + [""] * (count - len(row))] for row in rows]
-    widths = [max(len(_clip_cell(header[i])), *(len(r[i]) for r in cells)) for i in range(count)]
+    widths = [max(len(_clip_cell(escape(header[i]))), *(len(r[i]) for r in cells)) for i in range(count)]
     lines = []
-    for values in [[_clip_cell(h) for h in header], *cells]:
+    for values in [[_clip_cell(escape(h)) for h in header], *cells]:
         line = indent + "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=False)) + " |"
         lines.append(line if len(line) <= width else line[: width - 1] + "…")
     separator = indent + "|" + "|".join("-" * (w + 2) for w in widths) + "|"
@@ -248,7 +249,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return _clip_cell(" ".join(text.split()))
+    return _clip_cell(" ".join(escape(text).split()))
 
 
 def _clip_cell(text: str) -> str:
@@ -304,7 +305,7 @@ def _wrap(text: str, width: int, indent: str, hanging: str | None = None) -> lis
     continuation lines with ``hanging`` (default: two more spaces than ``indent``)."""
     hanging = indent + "  " if hanging is None else hanging
     lines: list[str] = []
-    for paragraph in text.replace("\r\n", "\n").split("\n"):
+    for paragraph in escape(text.replace("\r\n", "\n")).split("\n"):
         wrapped = textwrap.wrap(paragraph, width=width, initial_indent=indent, subsequent_indent=hanging,
                                 break_on_hyphens=False) or [indent.rstrip()]
         lines.extend(wrapped)
@@ -314,7 +315,7 @@ def _wrap(text: str, width: int, indent: str, hanging: str | None = None) -> lis
 def _block(text: str, width: int, indent: str) -> list[str]:
     """SQL or other preformatted text: its own line breaks kept, long lines wrapped."""
     lines: list[str] = []
-    for line in _clip(str(text)).rstrip().replace("\r\n", "\n").split("\n"):
+    for line in escape(_clip(str(text)).rstrip().replace("\r\n", "\n")).split("\n"):
         stripped = line.rstrip()
         lead = len(stripped) - len(stripped.lstrip())
         lines.extend(textwrap.wrap(stripped.lstrip(), width=width, initial_indent=indent + " " * lead,

@@ -169,7 +169,7 @@ class ReportBuilder:
 def _read_json(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
-    value = json.loads(path.read_text(encoding="utf-8"))
+    value = json.loads(path.read_text(encoding="utf-8-sig"))
     return value if isinstance(value, dict) else None
 
 

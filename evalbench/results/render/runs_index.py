@@ -21,6 +21,7 @@ from typing import Any
 from evalbench.errors import EvalbenchError
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.render.html_page import format_stamp
+from evalbench.terminal import escape
 
 RUN_FILES = ("manifest.json", JOURNAL, "summary.json")
 MAX_CELL = 56  # characters of a column of the text table (--json has the whole text)
@@ -129,7 +130,7 @@ def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
             entry.problems.append("no manifest.json")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         entry.problems.append(f"{path.name} is unreadable ({_short(exc)})")
         return None
@@ -234,8 +235,9 @@ def render_runs(entries: list[RunEntry], root: Path) -> str:
     if not entries:
         return f"no run directories in {root}\n"
     heads = ["RUN", "DATE (UTC)", "STATUS", "SUCCESS (main) [95% CI] passed/n", "AGENT", "DATASET", "CONFIG"]
-    rows = [[e.name, short_date(e.created_at), e.status, e.headline(), e.agent or "—", e.dataset or "—",
-             e.config_file or "—"] for e in entries]
+    rows = [[escape(cell) for cell in (e.name, short_date(e.created_at), e.status, e.headline(), e.agent or "—",
+                                       e.dataset or "—", e.config_file or "—")]
+            for e in entries]  # escaped before they are measured (the terminal escapes them anyway)
     widths = [min(max(len(r[i]) for r in [heads, *rows]), MAX_CELL) for i in range(len(heads) - 1)]
     lines = ["  ".join(_fit(cell, w).ljust(w) for cell, w in zip(row[:-1], widths, strict=False)) + "  " + row[-1]
              for row in [heads, *rows]]

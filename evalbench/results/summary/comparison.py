@@ -217,7 +217,7 @@ def _natural_key(text: str) -> list[Any]:
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise CompareError(f"{path.parent}: not a run directory (no {path.name})") from None
     except (OSError, ValueError) as exc:
