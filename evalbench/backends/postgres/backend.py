@@ -81,20 +81,20 @@ def open_sandbox(target: DatabaseTarget, report: ProvisionReport, limits: Sandbo
     """The sandbox of a provisioned database: each role through its own login, never the admin's
     (test cases, when they can run on copies, on copies of its template)."""
     roles = report.logins
-    if target.connector is not None:  # Google's connector: no libpq connection string (no test cases)
-        def through(login: Login) -> Callable[..., psycopg.Connection]:
-            return lambda **kwargs: target.connect(user=login.user, password=login.password, **kwargs)
+    opened: dict[str, Callable[..., psycopg.Connection]] = {}  # one per role (a configured user may be all three)
 
-        identities = Identities(through(roles.reader), through(roles.writer), through(roles.golden), "")
-    else:
-        def libpq(login: Login) -> str:
-            return libpq_conninfo(target.url(user=login.user, password=login.password))
+    def connect_as(login: Login) -> Callable[..., psycopg.Connection]:
+        if target.connector is not None:  # Google's connector: no libpq connection string (no test cases)
+            return opened.setdefault(login.user, lambda **kwargs: target.connect(user=login.user, password=login.password,
+                                                                                 **kwargs))
+        conninfo = libpq(login)
+        return opened.setdefault(login.user, lambda **kwargs: psycopg.connect(conninfo, **kwargs))
 
-        def connecting(conninfo: str) -> Callable[..., psycopg.Connection]:
-            return lambda **kwargs: psycopg.connect(conninfo, **kwargs)
+    def libpq(login: Login) -> str:
+        return libpq_conninfo(target.url(user=login.user, password=login.password))
 
-        identities = Identities(connecting(libpq(roles.reader)), connecting(libpq(roles.writer)),
-                                connecting(libpq(roles.golden)), libpq(roles.writer))
+    identities = Identities(connect_as(roles.reader), connect_as(roles.writer), connect_as(roles.golden),
+                            "" if target.connector is not None else libpq(roles.writer))
     sandbox = Sandbox(identities.writer_conninfo, pool_size=limits.pool_size, statement_timeout_s=limits.statement_timeout_s,
                       max_rows=limits.max_rows, max_result_bytes=limits.max_result_bytes,
                       executions_per_minute=limits.executions_per_minute, identities=identities)

@@ -31,13 +31,14 @@ _USER_SCHEMAS = r"nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema'"
 # pg_stat_statements (an extension, in a user schema) shows every session's statements
 _STATEMENT_STATS = r"relname LIKE 'pg\_stat\_statements%'"
 
-# SELECT on every relation and sequence of the user schemas to {readers}
+# SELECT on every relation of the user schemas to {readers} — not on sequences: their value moves
+# outside any transaction, so reading it would show another session's uncommitted inserts
 _GRANT_READ = f"""
   FOR r IN SELECT nspname FROM pg_namespace WHERE {_USER_SCHEMAS} LOOP
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO {{readers}}', r.nspname);
   END LOOP;
   FOR r IN SELECT c.oid::regclass AS obj FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-           WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND {_USER_SCHEMAS} AND NOT ({_STATEMENT_STATS}) LOOP
+           WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND {_USER_SCHEMAS} AND NOT ({_STATEMENT_STATS}) LOOP
     EXECUTE format('GRANT SELECT ON %s TO {{readers}}', r.obj);
   END LOOP;
 """

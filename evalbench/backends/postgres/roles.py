@@ -167,7 +167,8 @@ def reset_role(admin: psycopg.Connection, role: str, password: str | None = None
     if superuser is None:
         superuser = admin_rights(admin)[0]
     ident = sql.Identifier(role)
-    with admin.transaction():
+    with admin.transaction():  # one at a time (copies dropped at once), or the catalog reports a concurrent update
+        admin.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_ROLE_LOCK,))
         admin.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(ident))
         for (database,) in admin.execute(_ROLE_SETTINGS, (role,)).fetchall():
             admin.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} RESET ALL").format(ident, sql.Identifier(database)))

@@ -139,6 +139,7 @@ class Sandbox:
         for conn in busy:
             with contextlib.suppress(Exception):  # already finished or closed
                 conn.cancel_safe(timeout=2.0)  # the protocol's cancel request: no function call, no privilege
+        self.write_lock.interrupt()
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:

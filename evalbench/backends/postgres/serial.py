@@ -13,6 +13,7 @@ also when the execution's own connection was lost or its test-case process kille
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -83,14 +84,25 @@ class SerialWrites:
             self._thread.release()
 
     def _take(self) -> None:
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = self._connect()
-            self._conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (WRITES_LOCK,))
-            self._sequences = self._conn.execute(SEQUENCE_STATE).fetchall()
-        except psycopg.Error as exc:
-            self.close()
-            raise DatabaseUnavailable(f"cannot take the write lock: {pg_message(exc)}") from exc
+        for attempt in (1, 2):  # a connection kept from an earlier write may have been closed by the server since
+            fresh = self._conn is None or self._conn.closed
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = self._connect()
+                self._conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (WRITES_LOCK,))
+                self._sequences = self._conn.execute(SEQUENCE_STATE).fetchall()
+                return
+            except psycopg.Error as exc:
+                self.close()
+                if fresh or attempt == 2 or not isinstance(exc, psycopg.OperationalError):
+                    raise DatabaseUnavailable(f"cannot take the write lock: {pg_message(exc)}") from exc
+
+    def interrupt(self) -> None:
+        """Stop waiting for the lock (the run is being cancelled)."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                conn.cancel_safe(timeout=2.0)
 
     def _give_back(self) -> None:
         conn = self._conn
