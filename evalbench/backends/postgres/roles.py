@@ -24,7 +24,7 @@ import hashlib
 import hmac
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psycopg
@@ -113,8 +113,6 @@ def logins(target: DatabaseTarget, admin: psycopg.Connection, database_ready: bo
 
 
 def _maintenance(target: DatabaseTarget) -> DatabaseTarget:
-    from dataclasses import replace
-
     return replace(target, name=target.admin.database or "postgres")
 
 
