@@ -98,7 +98,8 @@ def item(item_id: str, golden: str | list[str], *, category: str = "Query", test
 def write_run(tmp: Path, items: list[dict[str, Any]], agent: AttackAgent, *, sqlexec_runners: int = 1,
               max_in_flight: int = 1, statement_timeout_s: float = 3.0, setup_directory: Path | None = DEMO_SETUP,
               database_configs: list[dict[str, Any]] | None = None, scorers: dict[str, Any] | None = None,
-              conversation_timeout_s: float = 120) -> Path:
+              conversation_timeout_s: float = 120, execution: dict[str, Any] | None = None,
+              model: dict[str, Any] | None = None) -> Path:
     """Write the dataset and a run config into ``tmp``; returns the config path."""
     dataset = tmp / "attacks.jsonl"
     dataset.write_text("".join(json.dumps(i) + "\n" for i in items), encoding="utf-8")
@@ -109,13 +110,13 @@ def write_run(tmp: Path, items: list[dict[str, Any]], agent: AttackAgent, *, sql
         "dialects": ["postgres"],
         "database_configs": database_configs or [],
         "model_config": {"agent": "openai_compat", "base_url": agent.base_url, "model": "attacker", "timeout_s": 30,
-                         "retry": {"max_retries": 0, "backoff_s": 0.01, "max_backoff_s": 0.05}},
+                         "retry": {"max_retries": 0, "backoff_s": 0.01, "max_backoff_s": 0.05}, **(model or {})},
         "vuser_model_config": {"vuser": "rules"},
         "scorers": scorers or {"exec_match": {}, "test_cases": {}, "executable": {}},
         "runners": {"promptgen_runners": 1, "sqlgen_runners": max(1, max_in_flight), "vuser_runners": 1,
                     "sqlexec_runners": sqlexec_runners, "scoring_runners": 1},
         "max_in_flight": max_in_flight,
-        "execution": {"statement_timeout_s": statement_timeout_s, "max_rows": 1000, "preview_rows": 5},
+        "execution": {"statement_timeout_s": statement_timeout_s, "max_rows": 1000, "preview_rows": 5, **(execution or {})},
         "conversation_timeout_s": conversation_timeout_s,
         "seed": 1,
     }

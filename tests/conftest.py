@@ -54,14 +54,15 @@ def external_pg_url() -> str:
 @pytest.fixture(scope="session")
 def demo_sandbox(pgdata: Path):
     """The demo database provisioned in the private embedded server, behind a sandbox."""
+    from evalbench.backends.base import SandboxLimits
+    from evalbench.backends.postgres.backend import open_sandbox
     from evalbench.backends.postgres.provision import find_setup, provision
-    from evalbench.backends.postgres.sandbox import Sandbox
-    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
+    from evalbench.backends.postgres.target import resolve_target
     from evalbench.config import DatabaseConfig
 
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
     report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
-    sandbox = Sandbox(libpq_conninfo(target.url(user=report.sandbox_user)), pool_size=4, statement_timeout_s=5, max_rows=1000)
+    sandbox = open_sandbox(target, report, SandboxLimits(pool_size=4, statement_timeout_s=5, max_rows=1000))
     yield sandbox
     sandbox.close()
 

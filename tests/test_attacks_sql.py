@@ -46,12 +46,14 @@ from tests.attack_agent import ROOT, AttackAgent, completion, item, write_run
 
 STATEMENT_TIMEOUT_S = 1.0
 SANDBOX = "evalbench_sandbox"
+SANDBOX_ROLES = (SANDBOX, "evalbench_sandbox_write")  # agent SQL that reads, and that writes
+QUIET = [(0, ["track_activities=off"])]  # the settings provisioning gives them (its admin is a superuser)
 COUNT_STORES = "SELECT count(*) FROM stores"
 TOUCH_GOLDEN = "UPDATE stores SET city = city"  # a management task's golden script (changes nothing)
 
 # What a session looks like from inside: run as golden AND generated SQL of every probe item.
 PROBE = """
-SELECT current_user AS usr, session_user AS sess,
+SELECT current_user = session_user AND current_user IN ('evalbench_sandbox', 'evalbench_golden') AS own_role,
        current_setting('search_path') AS search_path,
        current_setting('transaction_read_only') AS read_only,
        current_setting('default_transaction_read_only') AS default_read_only,
@@ -66,9 +68,9 @@ SELECT current_user AS usr, session_user AS sess,
        (SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()) AS temp_objects,
        (SELECT count(*) FROM stores) AS stores,
        (SELECT md5(string_agg(s::text, '|' ORDER BY s.store_id)) FROM stores s) AS stores_md5,
-       (SELECT count(*) FROM order_items) AS order_items,
-       pg_backend_pid() AS pid
+       (SELECT count(*) FROM order_items) AS order_items
 """.strip()
+WHOAMI = "SELECT current_user AS usr, session_user AS sess"
 
 
 @dataclass(frozen=True)
@@ -140,9 +142,11 @@ ATTACKS: list[Attack] = [
     Attack("cursor_with_hold_in_a_script", "SELECT 1; DECLARE evil CURSOR WITH HOLD FOR SELECT 1; SELECT 2", "forbidden"),
     # ---------------------------------------------------------------- 3. other backends
     Attack("terminate_other_backends", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
-           "sql", "permission denied for function"),
+           "sql", "permission denied for"),  # the view, or the function
     Attack("cancel_other_backends", "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
-           "sql", "permission denied for function"),
+           "sql", "permission denied for"),
+    Attack("terminate_backends_found_in_pg_locks", "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE pid <> pg_backend_pid()",
+           "sql", "permission denied for function pg_terminate_backend"),
     Attack("terminate_own_backend", "SELECT pg_terminate_backend(pg_backend_pid())", "sql", "permission denied for function"),
     # ---------------------------------------------------------------- 4. files, privileges, writes
     Attack("copy_to_program", "COPY (SELECT 1) TO PROGRAM 'touch {files}/copy_program'", "forbidden"),
@@ -153,7 +157,15 @@ ATTACKS: list[Attack] = [
     Attack("lo_import", "SELECT lo_import('/etc/passwd')", "sql", "permission denied for function lo_import"),
     Attack("lo_export", "SELECT lo_export(lo_from_bytea(0, 'x'), '{files}/lo_export')", "sql",
            "permission denied for function lo_export"),
-    Attack("lo_from_bytea", "SELECT lo_from_bytea(0, 'persisted?')", "sql", "read-only transaction"),
+    Attack("lo_from_bytea", "SELECT lo_from_bytea(0, 'persisted?')", "sql", "lo_from_bytea"),  # revoked, or read-only
+    Attack("lo_create", "SELECT lo_create(0)", "sql", "lo_create"),
+    Attack("explain_analyze_create_table_as", "EXPLAIN ANALYZE CREATE TABLE pwned AS SELECT 1 AS x", "sql",
+           "permission denied for schema public"),
+    Attack("explain_analyze_select_into", "EXPLAIN ANALYZE SELECT 1 AS x INTO pwned", "sql", "permission denied for schema public"),
+    Attack("explain_analyze_create_materialized_view", "EXPLAIN ANALYZE CREATE MATERIALIZED VIEW pwned AS SELECT 1 AS x",
+           "sql", "permission denied for schema public"),
+    Attack("explain_analyze_create_temp_table", "EXPLAIN ANALYZE CREATE TEMP TABLE pwned AS SELECT 1 AS x", "sql",
+           "permission denied to create temporary tables"),
     Attack("create_extension", "CREATE EXTENSION dblink", "forbidden"),
     Attack("create_extension_in_a_management_task", "CREATE EXTENSION vector", "sql", "permission denied to create extension",
            category="Management"),
@@ -177,7 +189,7 @@ ATTACKS: list[Attack] = [
            "read-only transaction"),
     Attack("explain_analyze_delete", "EXPLAIN ANALYZE DELETE FROM order_items", "sql", "read-only transaction"),
     Attack("select_for_update", "SELECT * FROM stores FOR UPDATE", "sql", "read-only transaction"),
-    Attack("nextval", "SELECT nextval('stores_store_id_seq')", "sql", "read-only transaction"),
+    Attack("nextval", "SELECT nextval('stores_store_id_seq')", "sql", "permission denied for sequence"),
     Attack("nextval_in_a_management_task", "SELECT nextval('stores_store_id_seq'), nextval('orders_order_id_seq')", "ok",
            category="Management"),
     Attack("writes_in_a_management_task", "DELETE FROM order_items; TRUNCATE stores CASCADE; "
@@ -228,28 +240,42 @@ class Run:
 
 
 def run_evalbench(tmp: Path, items: list[dict[str, Any]], replies: dict[str, Any], *, in_process: bool = True,
-                  **options: Any) -> Run:
+                  argv_extra: tuple[str, ...] = (), **options: Any) -> Run:
     """A real ``evalbench run`` of ``items`` against the attack agent (in this process, or as
-    ``python -m evalbench run``); the journal read back."""
+    ``python -m evalbench run``, whose peak memory is then ``extra["max_rss_kb"]``); the journal read back."""
     tmp.mkdir(parents=True, exist_ok=True)
     files = tmp / "files"
     files.mkdir(exist_ok=True)
     # --no-preflight: these tests are of the run's own defences (a failed sandbox login, for one, is
     # found at provisioning); preflight's probes would also reach the attack agent
-    argv = ["run", "--run-id", "attacks", "--output-dir", str(tmp / "out"), "--no-progress", "--no-preflight"]
-    stderr = ""
+    argv = ["run", "--run-id", "attacks", "--output-dir", str(tmp / "out"), "--no-progress", "--no-preflight", *argv_extra]
+    extra: dict[str, Any] = {"stderr": ""}
     with AttackAgent(replies) as agent:
         argv += ["--config", str(write_run(tmp, items, agent, **options))]
         if in_process:
             code = main(argv)
         else:
-            done = subprocess.run([sys.executable, "-m", "evalbench", *argv], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=120, env=os.environ.copy(), check=False)
-            code, stderr = done.returncode, done.stderr
+            code, extra = _run_child(argv, tmp)
     run_dir = tmp / "out" / "attacks"
     records = list(read_journal(run_dir)) if (run_dir / "conversations.jsonl").exists() else []
     return Run(code, run_dir, {r["item_id"]: r for r in records}, [r["item_id"] for r in records], agent, files,
-               extra={"stderr": stderr})
+               extra=extra)
+
+
+def _run_child(argv: list[str], tmp: Path) -> tuple[int, dict[str, Any]]:
+    """``python -m evalbench`` with ``argv``: its exit code, stderr and peak resident memory."""
+    with (tmp / "stderr.txt").open("w+", encoding="utf-8") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "evalbench", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=stderr, env=os.environ.copy())
+        timer = threading.Timer(120, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        return proc.returncode, {"stderr": stderr.read(), "max_rss_kb": usage.ru_maxrss}
 
 
 def admin_url(pgdata: Path, database: str = "greenleaf") -> str:
@@ -281,8 +307,13 @@ def db_state(url: str) -> dict[str, Any]:
         state["role"] = conn.execute(
             "SELECT rolsuper, rolcreaterole, rolcreatedb, rolcanlogin, rolconnlimit, rolpassword, rolvaliduntil "
             "FROM pg_authid WHERE rolname = %s", (SANDBOX,)).fetchone()
-        state["role_settings"] = conn.execute(
-            "SELECT setdatabase, setconfig FROM pg_db_role_setting WHERE setrole = %s::regrole ORDER BY 1", (SANDBOX,)).fetchall()
+        state["writer_role"] = conn.execute(
+            "SELECT rolsuper, rolcreaterole, rolcreatedb, rolcanlogin, rolconnlimit, rolpassword, rolvaliduntil "
+            "FROM pg_authid WHERE rolname = %s", (SANDBOX_ROLES[1],)).fetchone()
+        for role in SANDBOX_ROLES:
+            state[f"role_settings:{role}"] = conn.execute(
+                "SELECT setdatabase, setconfig FROM pg_db_role_setting WHERE setrole = %s::regrole ORDER BY 1",
+                (role,)).fetchall()
         state["auto_conf"] = conn.execute(
             "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%%postgresql.auto.conf' ORDER BY 1").fetchall()
         state["advisory_locks"] = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()
@@ -292,15 +323,17 @@ def db_state(url: str) -> dict[str, Any]:
 
 
 def reset_sandbox_role(url: str) -> None:
-    """Undo what an attack may have left on the sandbox role (a cluster-wide object), so that the
-    tests after this one start clean."""
+    """Undo what an attack may have left on the sandbox roles (cluster-wide objects), so that the
+    tests after this one start clean (their settings as provisioning leaves them)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"ALTER ROLE {SANDBOX} RESET ALL")
-        for (database,) in conn.execute(
-                "SELECT d.datname FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase "
-                "WHERE s.setrole = %s::regrole", (SANDBOX,)).fetchall():
-            conn.execute(f'ALTER ROLE {SANDBOX} IN DATABASE "{database}" RESET ALL')
-        conn.execute(f"ALTER ROLE {SANDBOX} PASSWORD NULL CONNECTION LIMIT -1")
+        for role in SANDBOX_ROLES:
+            conn.execute(f"ALTER ROLE {role} RESET ALL")
+            for (database,) in conn.execute(
+                    "SELECT d.datname FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase "
+                    "WHERE s.setrole = %s::regrole", (role,)).fetchall():
+                conn.execute(f'ALTER ROLE {role} IN DATABASE "{database}" RESET ALL')
+            conn.execute(f"ALTER ROLE {role} SET track_activities = off")
+            conn.execute(f"ALTER ROLE {role} PASSWORD NULL CONNECTION LIMIT -1")
 
 
 def phase(record: dict[str, Any]) -> dict[str, Any]:
@@ -333,8 +366,8 @@ def main_run(tmp_path_factory: pytest.TempPathFactory, pgdata: Path, demo_sandbo
     url = admin_url(pgdata)
     reset_sandbox_role(url)
     tmp = tmp_path_factory.mktemp("attacks")
-    items = [item("probe_first", PROBE)]
-    replies: dict[str, Any] = {"probe_first": PROBE}
+    items = [item("probe_first", PROBE), item("whoami", "SELECT 1")]
+    replies: dict[str, Any] = {"probe_first": PROBE, "whoami": WHOAMI}
     for attack in ATTACKS:
         items.append(item(attack.id, _golden(attack), category=attack.category))
         replies[attack.id] = _sql(attack, tmp / "files")
@@ -371,7 +404,7 @@ def _as_sandbox(url: str) -> str:
 def test_the_run_completes_and_leaves_everything_as_it_was(main_run: Run) -> None:
     run = main_run
     assert run.code == 0, "a hostile agent must not make the run fail (exit 0: no infrastructure error)"
-    expected = ["probe_first"] + [i for a in ATTACKS for i in (a.id, f"{a.id}__after")]
+    expected = ["probe_first", "whoami"] + [i for a in ATTACKS for i in (a.id, f"{a.id}__after")]
     assert run.order == expected, "every item journaled exactly once, in order (one conversation at a time)"
     assert set(run.agent.asked) == set(expected), "every item reached the agent"
     summary = json.loads((run.run_dir / "summary.json").read_text())
@@ -392,7 +425,8 @@ def test_the_baseline_probe_sees_a_clean_sandbox(main_run: Run) -> None:
     (row,) = generated(record)["preview"]
     columns = generated(record)["columns"]
     values = dict(zip(columns, row, strict=True))
-    assert values["usr"] == SANDBOX and values["sess"] == SANDBOX
+    assert values["own_role"] is True
+    assert generated(main_run.records["whoami"])["preview"] == [[SANDBOX, SANDBOX]]  # agent SQL reads as the sandbox role
     assert values["search_path"] == '"$user", public'
     assert values["read_only"] == "on" and values["default_read_only"] == "on" and values["timeout_armed"] is True
     assert "search_path" not in values["changed_settings"] and "TimeZone" not in values["changed_settings"]
@@ -420,11 +454,11 @@ def test_attack(main_run: Run, attack: Attack) -> None:
         if attack.expect == "timeout":
             assert result["elapsed_s"] <= STATEMENT_TIMEOUT_S + 0.5, "the timeout bounds the whole execution"
             assert record["elapsed_s"] < 2 * STATEMENT_TIMEOUT_S + 2
-    # the next conversation, on the same pooled connection, sees exactly what the first one saw
+    # the next conversation, on the same pooled connections, sees exactly what the first one saw
     after = main_run.records[f"{attack.id}__after"]
-    baseline = generated(main_run.records["probe_first"])
+    first = main_run.records["probe_first"]
     assert after["outcome"] == "scored" and phase(after)["passed"] is True, phase(after)["scores"]
-    for seen in (phase(after)["golden"][0], generated(after)):
+    for seen, baseline in ((phase(after)["golden"][0], phase(first)["golden"][0]), (generated(after), generated(first))):
         assert seen["error"] is None
         assert dict(zip(seen["columns"], seen["preview"][0], strict=True)) == dict(zip(baseline["columns"], baseline["preview"][0], strict=True))
 
@@ -448,12 +482,13 @@ def test_signalling_the_backends_of_a_conversation_in_flight_is_denied(tmp_path:
     attacks run on the other and try to terminate or cancel every other backend — those of the
     sandbox role itself included, such as a statement we run beside the run as that role."""
     slow_golden = "SELECT (SELECT count(*) FROM stores) AS n FROM pg_sleep(1.5)"
+    # the backends' pids from pg_locks (pg_stat_activity is not readable by agent SQL)
     attacks = {
-        "terminate_others": "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
-        "cancel_others": "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
-        "terminate_sandbox_role": f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{SANDBOX}' "
-                                  "AND pid <> pg_backend_pid()",
-        "cancel_in_a_script": "SELECT 1; SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
+        "terminate_others": "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE pid <> pg_backend_pid()",
+        "cancel_others": "SELECT pg_cancel_backend(pid) FROM pg_locks WHERE pid <> pg_backend_pid()",
+        "terminate_every_pid": "SELECT pg_terminate_backend(pid) FROM generate_series(1, 4194304) AS pid "
+                               "WHERE pid <> pg_backend_pid()",
+        "cancel_in_a_script": "SELECT 1; SELECT pg_cancel_backend(pid) FROM pg_locks WHERE pid <> pg_backend_pid()",
     }
     items = [item("slow", slow_golden)] + [item(k, COUNT_STORES) for k in attacks]
     url = admin_url(pgdata)
@@ -557,13 +592,14 @@ def test_changing_the_sandbox_role_from_a_test_case_copy_does_not_outlive_it(tmp
     assert all(run.records[key]["outcome"] in {"scored", "timeout"} for key in attacks)
     # the next conversation's verdict is the one a clean run gives (its SQL is the golden SQL: its test case passes)
     assert phase(run.records["after"])["scores"]["test_cases"]["passed"] is True, phase(run.records["after"])["scores"]
-    # nothing stays on the (cluster-wide) sandbox role ...
-    assert after["role_settings"] == before["role_settings"] == []
+    # nothing stays on the (cluster-wide) sandbox roles ...
+    for role in SANDBOX_ROLES:
+        assert after[f"role_settings:{role}"] == before[f"role_settings:{role}"] == QUIET
     # ... and the next run sees a clean sandbox
     probe = next_run.records["probe"]
     assert next_run.code == 0 and probe["outcome"] == "scored" and phase(probe)["passed"] is True, probe["error"]
     values = dict(zip(generated(probe)["columns"], generated(probe)["preview"][0], strict=True))
-    assert (values["usr"], values["search_path"], values["stores"]) == (SANDBOX, '"$user", public', 5), values
+    assert (values["own_role"], values["search_path"], values["stores"]) == (True, '"$user", public', 5), values
 
 
 @pytest.mark.parametrize("variant", ["single_query", "script"])
@@ -649,6 +685,7 @@ def external_scratch(external_pg_url: str) -> Any:
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE stores (store_id int PRIMARY KEY, city text); INSERT INTO stores VALUES (1, 'a'), (2, 'b')")
         conn.execute(f'GRANT SELECT ON stores TO "{names["plain"]}"')
+        conn.execute(f'REVOKE TEMPORARY ON DATABASE "{names["db"]}" FROM PUBLIC')  # agent SQL may create nothing
     try:
         yield names, (lambda user: make_url(admin).set(username=user, password=None).render_as_string(hide_password=False))
     finally:
@@ -697,5 +734,6 @@ def test_an_unprivileged_configured_user_runs_agent_sql_as_itself(tmp_path: Path
 def test_module_does_not_leave_the_sandbox_role_changed(pgdata: Path) -> None:
     """Last: whatever the tests above did to the (cluster-wide) sandbox role is undone."""
     state = db_state(admin_url(pgdata))
-    assert state["role_settings"] == [] and state["role"][4] == -1  # connection limit
+    assert all(state[f"role_settings:{role}"] == QUIET for role in SANDBOX_ROLES)
+    assert state["role"][4] == -1  # connection limit
 

@@ -76,6 +76,8 @@ def test_a_database_is_provisioned_and_queried_through_the_connector(backend: An
         assert sandbox.execute("SELECT count(*) FROM stores").rows == [(5,)]
         assert not sandbox.execute("DELETE FROM stores").ok  # still the read-only sandbox role
         assert current_user(sandbox) == "evalbench_sandbox"
+        assert sandbox.execute("SELECT current_user", actor="golden").rows == [("evalbench_golden",)]
+        assert sandbox.execute("SELECT current_user", mode="write").rows == [("evalbench_sandbox_write",)]
         assert "CREATE TABLE stores" in chosen.describe_schema(sandbox)
         assert not sandbox.runs_test_cases  # a child process cannot use the tunnel
     finally:
@@ -83,7 +85,8 @@ def test_a_database_is_provisioned_and_queried_through_the_connector(backend: An
     assert {call["driver"] for call in FakeConnector.calls} == {"psycopg"}
     assert {call["instance"] for call in FakeConnector.calls} == {instance}
     assert all(call["iam"] is True and call["ip_type"] == "private" for call in FakeConnector.calls)
-    assert {call["user"] for call in FakeConnector.calls} == {"postgres", "evalbench_sandbox"}
+    assert {call["user"] for call in FakeConnector.calls} == {"postgres", "evalbench_sandbox", "evalbench_sandbox_write",
+                                                               "evalbench_golden"}
     assert FakeConnector.made and all(c.closed for c in FakeConnector.made)  # closed with the sandbox
 
 

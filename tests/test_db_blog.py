@@ -146,7 +146,8 @@ def test_db_blog_validate_and_management_test_cases(tmp_path, pgdata, capsys):
     management = {i: item for i, item in items.items() if item["category"] == "Management"}
     assert len(management) == 80
     target = resolve_target(DatabaseConfig(database_name="db_blog"), pgdata)
-    conninfo = libpq_conninfo(target.url(user=provision(target, find_setup(root / "setup", "db_blog", "postgres")).sandbox_user))
+    writer = provision(target, find_setup(root / "setup", "db_blog", "postgres")).logins.writer.user  # test cases run as it
+    conninfo = libpq_conninfo(target.url(user=writer))
     checked = 0
     valid = [i for i in sorted(management) if i not in invalid]
     assert len(valid) >= 20

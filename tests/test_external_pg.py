@@ -13,9 +13,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from evalbench.backends.base import SandboxLimits
+from evalbench.backends.postgres.backend import open_sandbox
+from evalbench.backends.postgres.clones import template_name
+from evalbench.backends.postgres.meta import META_DATABASE
 from evalbench.backends.postgres.provision import find_setup, provision
-from evalbench.backends.postgres.sandbox import Sandbox
-from evalbench.backends.postgres.target import SANDBOX_ROLE, libpq_conninfo, resolve_target
+from evalbench.backends.postgres.target import GOLDEN_ROLE, SANDBOX_ROLE, libpq_conninfo, resolve_target
 from evalbench.config import DatabaseConfig
 
 pytestmark = pytest.mark.external_pg
@@ -51,15 +54,18 @@ def test_provision_and_sandbox_on_external_server(external_pg_url, tmp_path):
 
         assert provision(target, find_setup(tmp_path, name, "postgres")).action == "reused"
 
-        box = Sandbox(
-            libpq_conninfo(target.url(user=report.sandbox_user)), pool_size=2, statement_timeout_s=5, max_rows=100
-        )
+        box = open_sandbox(target, report, SandboxLimits(pool_size=2, statement_timeout_s=5, max_rows=100))
         try:
             selected = box.execute("SELECT id, name, info->>'legs' AS legs FROM pets ORDER BY id")
             assert selected.ok, selected.error
             assert selected.columns == ["id", "name", "legs"]
             assert selected.rows == [(1, "rex", "4"), (2, "tweety", None)]
             assert box.execute("SELECT current_user").rows == [(report.sandbox_user,)]
+            assert box.execute("SELECT current_user", actor="golden").rows == [(GOLDEN_ROLE,)]
+            # what agent SQL reads as may create nothing; what it writes as works in rolled-back transactions
+            assert "permission denied for schema public" in box.execute("EXPLAIN ANALYZE CREATE TABLE x AS SELECT 1").error
+            assert box.execute("INSERT INTO pets (name) VALUES ('new') RETURNING id", mode="write").rows == [(3,)]
+            assert box.execute("INSERT INTO pets (name) VALUES ('new') RETURNING id", mode="write").rows == [(3,)]
 
             forbidden = box.execute("UPDATE pets SET name = 'hacked'")
             assert forbidden.error_kind == "forbidden"
@@ -72,6 +78,9 @@ def test_provision_and_sandbox_on_external_server(external_pg_url, tmp_path):
             assert cur.fetchall() == [(1, "rex"), (2, "tweety")]
     finally:
         with psycopg.connect(libpq_conninfo(target.admin), autocommit=True) as conn, conn.cursor() as cur:
-            cur.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            for database in (name, template_name(name)):
+                cur.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
             cur.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,))
             assert cur.fetchone() == (0,)
+        with psycopg.connect(libpq_conninfo(target.url(META_DATABASE)), autocommit=True) as conn:
+            conn.execute("DELETE FROM provisioned WHERE database = %s", (name,))

@@ -13,9 +13,17 @@ import pytest
 from psycopg import sql
 
 from evalbench.backends.postgres.provision import PROVISIONING_VERSION, find_setup, provision
-from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo, resolve_target
+from evalbench.backends.postgres.target import (
+    GOLDEN_ROLE,
+    OWNER_ROLE,
+    SANDBOX_ROLE,
+    SANDBOX_WRITE_ROLE,
+    DatabaseTarget,
+    libpq_conninfo,
+    resolve_target,
+)
 from evalbench.config import DatabaseConfig
-from evalbench.errors import ProvisioningError
+from evalbench.errors import ProvisioningError, SandboxError
 from tests.conftest import shared_dataset
 
 SETUP_SQL = """\
@@ -339,8 +347,15 @@ def test_sandbox_user_can_log_in_and_is_not_superuser(pgdata, tmp_path):
         cur.execute("SELECT count(*) FROM items")  # may read the loaded tables
         assert cur.fetchone() == (3,)
         cur.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'items'")
-        assert cur.fetchone() == ("evalbench_sandbox",)
+        assert cur.fetchone() == (OWNER_ROLE,)  # golden and sandbox-write SQL change it through the owner role
+        # the role agent SQL reads as may create nothing, anywhere in the database
+        cur.execute("SELECT has_database_privilege(current_database(), 'CREATE'), "
+                    "has_database_privilege(current_database(), 'TEMPORARY'), "
+                    "bool_or(has_schema_privilege(oid, 'CREATE')) FROM pg_namespace")
+        assert cur.fetchone() == (False, False, False)
         conn.rollback()
+    roles = {r.user for r in (report.logins.reader, report.logins.writer, report.logins.golden)}
+    assert roles == {SANDBOX_ROLE, SANDBOX_WRITE_ROLE, GOLDEN_ROLE}
 
 
 # --------------------------------------------------------------------------- find_setup, use as is
@@ -379,6 +394,10 @@ def test_using_an_existing_database_as_is(pgdata):
     target = make_target(pgdata, name)
     admin_exec(target, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     admin_exec(target, sql.SQL("CREATE TABLE t (x int); INSERT INTO t VALUES (1)"), database=name)
+    with pytest.raises(SandboxError) as info:  # PUBLIC may create temporary tables there (PostgreSQL's default)
+        provision(target, None)
+    assert f'TEMPORARY ON DATABASE {name}' in str(info.value) and "REVOKE" in str(info.value), info.value
+    admin_exec(target, sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(name)))
     report = provision(target, None)
     assert report.action == "external"
     assert report.checksum is None

@@ -11,6 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from evalbench.backends.base import SandboxLimits
+from evalbench.backends.postgres.backend import open_sandbox
 from evalbench.backends.postgres.provision import ProvisionReport, find_setup, provision
 from evalbench.backends.postgres.sandbox import Sandbox
 from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo, resolve_target
@@ -40,12 +42,8 @@ def provisioned(pgdata: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
 
 def make_sandbox(provisioned, *, pool_size: int = 2, statement_timeout_s: float = 5.0, max_rows: int = 1000) -> Sandbox:
     target, report = provisioned
-    return Sandbox(
-        libpq_conninfo(target.url(user=report.sandbox_user)),
-        pool_size=pool_size,
-        statement_timeout_s=statement_timeout_s,
-        max_rows=max_rows,
-    )
+    return open_sandbox(target, report, SandboxLimits(pool_size=pool_size, statement_timeout_s=statement_timeout_s,
+                                                      max_rows=max_rows))
 
 
 @pytest.fixture

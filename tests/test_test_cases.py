@@ -34,7 +34,7 @@ def conninfo(pgdata) -> str:
 
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
     report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
-    return libpq_conninfo(target.url(user=report.sandbox_user))
+    return libpq_conninfo(target.url(user=report.logins.writer.user))  # test cases run the agent's SQL as the writer
 
 
 def test_golden_as_pred_passes(conninfo):
@@ -191,7 +191,7 @@ def db_blog_conninfo(pgdata) -> str:
 
     target = resolve_target(DatabaseConfig(database_name="db_blog"), pgdata)
     report = provision(target, find_setup(root / "setup", "db_blog", "postgres"))
-    return libpq_conninfo(target.url(user=report.sandbox_user))
+    return libpq_conninfo(target.url(user=report.logins.writer.user))
 
 
 def _db_blog_items() -> dict[str, dict]:
@@ -290,8 +290,9 @@ def clones(pgdata):
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
     report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
     assert report.template is not None
-    sandbox_conninfo = libpq_conninfo(target.url(user=report.sandbox_user))
-    return CloneFactory(libpq_conninfo(target.admin), report.template, sandbox_conninfo, report.sandbox_user), sandbox_conninfo
+    writer = report.logins.writer.user
+    sandbox_conninfo = libpq_conninfo(target.url(user=writer))
+    return CloneFactory(libpq_conninfo(target.admin), report.template, sandbox_conninfo, writer), sandbox_conninfo
 
 
 # The golden statement closes the orders placed *before now*; the test case first places one

@@ -11,7 +11,6 @@ error classification. Backends are found by name (:mod:`evalbench.backends`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -83,7 +82,12 @@ class Sandbox(Protocol):
     """Runs golden and agent SQL against one database, never leaving a change behind."""
 
     conninfo: str  # what the backend's test-case connections use ("" when it has none)
-    write_lock: threading.RLock
+
+    @property
+    def write_lock(self) -> AbstractContextManager[Any]:
+        """Held by work that writes (re-entrant in a thread): one at a time per database."""
+        ...
+
     clones: Any  # a factory of throwaway copies for test cases, or None
     dialect: str  # the sqlglot dialect of its SQL
     runs_test_cases: bool  # BIRD-Interact's Python test cases (they hold a psycopg connection) can run here

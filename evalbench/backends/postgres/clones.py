@@ -26,7 +26,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
-from evalbench.backends.postgres.target import SANDBOX_ROLE
+from evalbench.backends.postgres.roles import reset_role
+from evalbench.backends.postgres.target import SANDBOX_WRITE_ROLE
 
 log = logging.getLogger(__name__)
 
@@ -59,26 +60,8 @@ def template_mark(admin: psycopg.Connection, database: str) -> str | None:
     return None if row is None else (row[0] or "")
 
 
-_ROLE_SETTINGS = """
-SELECT d.datname FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
-JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname = %s
-"""
-
-
-def reset_role(admin: psycopg.Connection, role: str, password: str | None = None) -> None:
-    """Put back what a role may change of itself beyond any transaction or database copy: its
-    settings (``ALTER ROLE CURRENT_USER [IN DATABASE d] SET ...``, reachable through a function
-    the statement check cannot see) and its password."""
-    ident = sql.Identifier(role)
-    admin.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(ident))
-    for (database,) in admin.execute(_ROLE_SETTINGS, (role,)).fetchall():
-        admin.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} RESET ALL").format(ident, sql.Identifier(database)))
-    if password is not None:
-        admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(ident, sql.Literal(password)))
-
-
 class CloneFactory:
-    """Makes and drops copies of one database's template; a copy is used by the sandbox role."""
+    """Makes and drops copies of one database's template; a copy is used by the sandbox-write role."""
 
     def __init__(self, admin_conninfo: str, template: str, sandbox_conninfo: str, sandbox_user: str) -> None:
         self.admin_conninfo = admin_conninfo
@@ -88,7 +71,7 @@ class CloneFactory:
 
     @contextmanager
     def clone(self) -> Iterator[str]:
-        """A fresh copy of the database, as a conninfo of the sandbox role; dropped on exit."""
+        """A fresh copy of the database, as a conninfo of the sandbox-write role; dropped on exit."""
         with _lock:
             name = f"{self.template[:45]}_{os.getpid()}_{next(_counter)}"
         ident = sql.Identifier(name)
@@ -101,8 +84,8 @@ class CloneFactory:
             try:
                 with psycopg.connect(self.admin_conninfo, autocommit=True, connect_timeout=15) as admin:
                     admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
-                    if self.sandbox_user == SANDBOX_ROLE:  # every statement was committed: undo what outlives the copy
+                    if self.sandbox_user == SANDBOX_WRITE_ROLE:  # every statement was committed: undo what outlives the copy
                         password = conninfo_to_dict(self.sandbox_conninfo).get("password")
-                        reset_role(admin, SANDBOX_ROLE, None if password is None else str(password))
+                        reset_role(admin, SANDBOX_WRITE_ROLE, None if password is None else str(password))
             except psycopg.Error as exc:  # left behind, not lost: named after its template and process
                 log.warning("could not drop the test-case database %s or reset the sandbox role: %s", name, exc)

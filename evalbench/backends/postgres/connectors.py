@@ -26,7 +26,7 @@ import psycopg
 from sqlalchemy.engine import URL
 
 from evalbench.backends.base import Provisioned, SandboxLimits
-from evalbench.backends.postgres.backend import PostgresBackend
+from evalbench.backends.postgres.backend import PostgresBackend, open_sandbox
 from evalbench.backends.postgres.sandbox import Sandbox
 from evalbench.backends.postgres.target import DatabaseTarget, resolve_target
 from evalbench.backends.setup import SetupFiles
@@ -82,16 +82,11 @@ class ConnectorBackend(PostgresBackend):
     def open_sandbox(self, config: DatabaseConfig, provisioned: Provisioned, limits: SandboxLimits,
                      embedded_dir: Path | None) -> Sandbox:
         target, report = provisioned.handle
-        if target.connector is None:
-            return super().open_sandbox(config, provisioned, limits, embedded_dir)
-        sandbox = Sandbox("", pool_size=limits.pool_size, statement_timeout_s=limits.statement_timeout_s,
-                          max_rows=limits.max_rows, executions_per_minute=limits.executions_per_minute,
-                          connect=lambda **kwargs: target.connect(user=report.sandbox_user,
-                                                                  password=report.sandbox_password, **kwargs))
-        sandbox.runs_test_cases = False
-        sandbox.on_close = lambda: close_connector(target)
+        sandbox = open_sandbox(target, report, limits)
+        if target.connector is not None:
+            sandbox.runs_test_cases = False
+            sandbox.on_close = lambda: close_connector(target)
         return sandbox
-
 
 
 @contextmanager

@@ -1,13 +1,19 @@
 """Sandboxed SQL execution: golden and agent SQL alike.
 
-Every execution runs in its own transaction that is always rolled back, as the non-superuser
-sandbox role, then ``DISCARD ALL`` resets the session; the statement timeout is the budget of
-the whole execution (re-armed before every statement with what is left of it, and never beyond
-the conversation's deadline: :mod:`evalbench.deadline`), a row cap (rows are
-streamed and the query cancelled after ``cap + 1``, to detect truncation), and only the
-statement kinds allowed in its mode: ``read`` (queries; the transaction is READ ONLY after
-``preprocess_sql``) or ``write`` (data and schema changes of management tasks). Statements go
-through the extended query protocol one at a time, which refuses a string of several commands.
+Every execution runs in its own transaction that is always rolled back (read-only in ``read``
+mode: queries; read-write in ``write`` mode: the data and schema changes of management tasks),
+then ``DISCARD ALL`` resets the session. It runs as the database identity of its actor and mode
+(:mod:`.roles`): agent SQL that reads as ``evalbench_sandbox``, which may create nothing anywhere;
+agent SQL that writes as ``evalbench_sandbox_write``; golden SQL as ``evalbench_golden`` — each
+through a lazy pool of its own. Executions that may write hold the database's write lock
+(:mod:`.serial`), which puts the sequences back.
+
+The statement timeout is the budget of the whole execution (re-armed before every statement with
+what is left of it, and never beyond the conversation's deadline: :mod:`evalbench.deadline`).
+Rows are streamed a few at a time and kept up to the row and byte caps
+(:class:`~evalbench.backends.result_cap.ResultCap`): a query is then cancelled on the server; the
+rows of other statements are dropped as they arrive. Statements go through the extended query
+protocol one at a time, which refuses a string of several commands.
 """
 
 from __future__ import annotations
@@ -17,36 +23,53 @@ import logging
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from sqlalchemy.pool import QueuePool
 
 from evalbench import deadline
 from evalbench.backends.admission import admit, admit_script
-from evalbench.backends.base import Actor, DatabaseUnavailable, ErrorKind, ExecutionResult, Mode, PreprocessErrors
+from evalbench.backends.base import (
+    Actor,
+    DatabaseUnavailable,
+    ErrorKind,
+    ExecutionResult,
+    Mode,
+    PreprocessErrors,
+    SandboxLimits,
+)
 from evalbench.backends.fingerprint import Fingerprint, written_tables
 from evalbench.backends.postgres import state
 from evalbench.backends.postgres.pgtypes import register_loaders
+from evalbench.backends.postgres.serial import SEQUENCE_STATE, SequenceState, SerialWrites, setval_query
+from evalbench.backends.postgres.target import pg_message
+from evalbench.backends.result_cap import ResultCap
 from evalbench.ratelimit import RateLimiter
-from evalbench.statements import (
-    STREAM_KEYWORDS,
-    statement_kind,
-)
+from evalbench.statements import STREAM_KEYWORDS, statement_kind
 
 log = logging.getLogger(__name__)
 
-# Every sequence and the value it would restart from: (name, value, is_called) for setval().
-_SEQUENCE_STATE = """
-SELECT format('%I.%I', schemaname, sequencename), COALESCE(last_value, start_value), last_value IS NOT NULL
-FROM pg_sequences
-"""
+Connect = Callable[..., psycopg.Connection]
+# Rows fetched at a time: a chunk is held whole, so rows of a megabyte cost a few megabytes.
+_CHUNK_ROWS = 16 if psycopg.capabilities.has_stream_chunked() else 1
+
+
+@dataclass(frozen=True)
+class Identities:
+    """How to connect (``connect(**psycopg kwargs)``) as each role SQL runs as."""
+
+    reader: Connect  # agent SQL that reads
+    writer: Connect  # agent SQL that writes (management tasks, state_match)
+    golden: Connect
+    writer_conninfo: str  # the writer's libpq string, for test cases ("" through a cloud connector)
+
 
 class Sandbox:
-    """Runs SQL against one database through a small connection pool."""
+    """Runs SQL against one database through small connection pools, one per identity."""
 
     dialect = "postgres"
     runs_test_cases = True  # BIRD-Interact's test cases take a psycopg connection
@@ -58,40 +81,54 @@ class Sandbox:
         pool_size: int,
         statement_timeout_s: float,
         max_rows: int,
+        max_result_bytes: int = SandboxLimits.max_result_bytes,
         executions_per_minute: int | None = None,
         connect_timeout_s: float = 15.0,
-        connect: Callable[..., psycopg.Connection] | None = None,
+        connect: Connect | None = None,
+        identities: Identities | None = None,
     ) -> None:
-        """``connect(**psycopg kwargs)`` opens a connection as the sandbox role (default: libpq
-        with ``conninfo``; a cloud connector's otherwise)."""
-        self.conninfo = conninfo  # for work that must connect as the sandbox role itself (test cases)
+        """``conninfo`` / ``connect`` open a connection as one role that then runs everything,
+        unless ``identities`` says how to connect as each."""
+        if identities is None:
+            one = connect or (lambda **kwargs: psycopg.connect(conninfo, **kwargs))
+            identities = Identities(one, one, one, conninfo)
+        self.conninfo = identities.writer_conninfo  # test cases run the agent's SQL as the writer
+        self.open_connection = identities.reader  # what agents may see (the schema text)
         self.statement_timeout_ms = max(1, int(statement_timeout_s * 1000))
         self._busy: set[psycopg.Connection] = set()  # connections running an execution (see interrupt)
         self._busy_lock = threading.Lock()
-        self.max_rows = max_rows
-        self._chunk = min(max_rows + 1, 1000)
+        self.max_rows, self.max_result_bytes = max_rows, max_result_bytes
         self._limiter = RateLimiter(executions_per_minute, burst=pool_size) if executions_per_minute else None
-        self.open_connection = connect or (lambda **kwargs: psycopg.connect(conninfo, **kwargs))
-        self._pool = QueuePool(
-            lambda: register_loaders(self.open_connection(
+        pools: dict[int, QueuePool] = {}  # one per distinct way of connecting; connections made when first needed
+        self._pools = {name: pools.setdefault(id(open_), self._pool(open_, pool_size, statement_timeout_s, connect_timeout_s))
+                       for name, open_ in (("reader", identities.reader), ("writer", identities.writer),
+                                           ("golden", identities.golden))}
+        self.write_lock = SerialWrites(lambda: identities.golden(
+            autocommit=True, connect_timeout=int(connect_timeout_s),
+            options=f"-c statement_timeout={int(max(60.0, statement_timeout_s * 4) * 1000)}"))
+        self.on_close: Callable[[], None] | None = None  # e.g. the cloud connector this sandbox connects through
+        self.clones: Any = None  # evalbench.backends.postgres.clones.CloneFactory, when test cases can run on copies
+        self._warned_sequences = False
+
+    def _pool(self, open_: Connect, size: int, statement_timeout_s: float, connect_timeout_s: float) -> QueuePool:
+        return QueuePool(
+            lambda: register_loaders(open_(
                 autocommit=True,
                 connect_timeout=int(connect_timeout_s),
                 prepare_threshold=None,  # no server-side prepared statements: DISCARD ALL follows every execution
                 # session defaults: every transaction is read-only unless begun READ WRITE
                 options=f"-c statement_timeout={self.statement_timeout_ms} -c default_transaction_read_only=on",
             )),
-            pool_size=pool_size,
+            pool_size=size,
             max_overflow=0,
             timeout=max(60.0, statement_timeout_s * 4),
             reset_on_return=None,  # every execution ends with its own ROLLBACK
         )
-        self.write_lock = threading.RLock()  # re-entered by scorers that run SQL while it is held
-        self.on_close: Callable[[], None] | None = None  # e.g. the cloud connector this sandbox connects through
-        self.clones: Any = None  # evalbench.backends.postgres.clones.CloneFactory, when test cases can run on copies
-        self._warned_sequences = False
 
     def close(self) -> None:
-        self._pool.dispose()
+        for pool in {id(p): p for p in self._pools.values()}.values():
+            pool.dispose()
+        self.write_lock.close()
         if self.on_close is not None:
             self.on_close()
 
@@ -102,6 +139,7 @@ class Sandbox:
         for conn in busy:
             with contextlib.suppress(Exception):  # already finished or closed
                 conn.cancel_safe(timeout=2.0)  # the protocol's cancel request: no function call, no privilege
+        self.write_lock.interrupt()
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
@@ -116,27 +154,32 @@ class Sandbox:
         if self._limiter:
             self._limiter.acquire()
         end = time.monotonic() + admission.budget_s
-        # the single-query path needs a SET only when the deadline is nearer than its session default
-        near = admission.budget_s * 1000 < self.statement_timeout_ms
-        # Executions that may write (write mode, or preprocess_sql) run one at a time per database:
-        # sequences are not transactional, so their values are restored after the rollback, and
-        # that must not race another writer.
+        # Executions that may write (write mode, or preprocess_sql) hold the write lock: sequences
+        # are not transactional; they are put back when it is released.
         writes = mode == "write" or bool(preprocess)
-        with self.write_lock if writes else nullcontext():
-            self._execute(statements, mode, preprocess, result, writes, preprocess_errors, end, near)
+        identity = "golden" if actor == "golden" else "writer" if writes else "reader"
+        try:
+            with self.write_lock if writes else nullcontext():
+                self._execute(identity, statements, mode, preprocess, result, preprocess_errors, end)
+        except DatabaseUnavailable as exc:
+            result.error, result.error_kind = f"cannot connect: {exc}", "connection"
         return result
 
     @contextmanager
-    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> Iterator[WriteTransaction]:
-        """One READ WRITE transaction, as the sandbox role, after ``preprocess``, for work that
-        runs several scripts on the same starting state (``state_match``): always rolled back,
-        sequences restored, one at a time per database. Raises DatabaseUnavailable when the
-        database cannot be reached."""
+    def write_transaction(self, preprocess: Sequence[str] = (), preprocess_errors: PreprocessErrors = "fail",
+                          actor: Actor = "agent") -> Iterator[WriteTransaction]:
+        """One READ WRITE transaction, as the writer (or golden) role, after ``preprocess``, for
+        work that runs several scripts on the same starting state (``state_match``): always
+        rolled back, sequences put back, under the write lock. Raises DatabaseUnavailable when
+        the database cannot be reached."""
         with self.write_lock:
-            fairy, conn = self._checkout()
+            try:
+                fairy, conn = self._checkout("golden" if actor == "golden" else "writer")
+            except psycopg.Error as exc:
+                raise DatabaseUnavailable(pg_message(exc)) from exc
             healthy = True
             try:
-                sequences = conn.execute(_SEQUENCE_STATE).fetchall()
+                sequences = conn.execute(SEQUENCE_STATE).fetchall()
                 conn.execute(f"BEGIN READ WRITE; SET LOCAL statement_timeout = {self._left_ms(None)}")
                 failed = ExecutionResult()
                 self._preprocess(conn, preprocess, failed, preprocess_errors)
@@ -145,13 +188,15 @@ class Sandbox:
                 healthy = isinstance(exc, psycopg.errors.QueryCanceled)
                 raise DatabaseUnavailable(pg_message(exc)) from exc
             finally:
-                self._release(fairy, conn, healthy, healthy, sequences)
+                self._release(fairy, conn, healthy)
 
-    def _checkout(self) -> tuple[Any, psycopg.Connection]:
-        """A pooled connection that is alive: one the server closed while it sat in the pool (a
-        restart, a terminated backend) is dropped for a new one, so a restart costs no item."""
-        for _ in range(self._pool.size() + 1):
-            fairy = self._pool.connect()
+    def _checkout(self, identity: str) -> tuple[Any, psycopg.Connection]:
+        """A pooled connection of ``identity`` that is alive: one the server closed while it sat
+        in the pool (a restart, a terminated backend) is dropped for a new one, so a restart
+        costs no item."""
+        pool = self._pools[identity]
+        for _ in range(pool.size() + 1):
+            fairy = pool.connect()
             conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
             if not conn.closed and not _hung_up(conn):
                 return fairy, conn
@@ -180,29 +225,20 @@ class Sandbox:
             return self.statement_timeout_ms if left is None else max(0, min(self.statement_timeout_ms, int(left * 1000)))
         return max(0, min(self.statement_timeout_ms, int((end - time.monotonic()) * 1000)))
 
-    def _execute(self, statements: list[str], mode: Mode, preprocess: Sequence[str], result: ExecutionResult, writes: bool,
-                 preprocess_errors: PreprocessErrors, end: float, near: bool = False) -> None:
+    def _execute(self, identity: str, statements: list[str], mode: Mode, preprocess: Sequence[str],
+                 result: ExecutionResult, preprocess_errors: PreprocessErrors, end: float) -> None:
         started = time.perf_counter()
         try:
-            fairy, conn = self._checkout()
+            fairy, conn = self._checkout(identity)
         except Exception as exc:  # noqa: BLE001 (pool timeout or connection failure)
             result.error, result.error_kind = f"cannot connect: {pg_message(exc)}", "connection"
             result.elapsed_s = time.perf_counter() - started
             return
         healthy = True
-        sequences = None
-        finished = False  # the single-query path leaves no transaction to roll back
         with self._busy_lock:
             self._busy.add(conn)
         try:
-            if writes:
-                sequences = conn.execute(_SEQUENCE_STATE).fetchall()
-            if not writes and len(statements) == 1 and _streamable(statements[0]):
-                finished = self._run_single(conn, statements[0], result, end if near else None)
-            else:
-                self._run(conn, statements, mode, preprocess, result, preprocess_errors, end)
-        except _SessionSpoiled:
-            healthy = False  # the result stands; the connection is not reused
+            self._run(conn, statements, mode, preprocess, result, preprocess_errors, end)
         except psycopg.Error as exc:  # the connection broke (any class: an idle timeout is an InternalError)
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 healthy = False
@@ -212,70 +248,37 @@ class Sandbox:
         finally:
             with self._busy_lock:
                 self._busy.discard(conn)
-            self._release(fairy, conn, healthy, healthy and not finished, sequences)
+            self._release(fairy, conn, healthy)
         result.elapsed_s = time.perf_counter() - started
 
-    def _release(self, fairy: Any, conn: psycopg.Connection, healthy: bool, roll_back: bool,
-                 sequences: list[tuple[Any, ...]] | None) -> None:
-        """End the transaction and give the connection back (or drop it when it is not healthy)."""
-        if roll_back:
+    def _release(self, fairy: Any, conn: psycopg.Connection, healthy: bool) -> None:
+        """Roll the transaction back, reset the session and give the connection back (or drop
+        it when it cannot be reset)."""
+        if healthy:
             try:
                 conn.execute("ROLLBACK")  # also undoes SET / set_config() made inside the transaction
-                if sequences:
-                    self._restore_sequences(conn, sequences)
                 conn.execute("DISCARD ALL")  # and whatever outlives a transaction: advisory locks, ...
             except psycopg.Error:
-                healthy = False
+                healthy = False  # the result stands; the connection is not reused
         if healthy:
             fairy.close()
         else:
             fairy.invalidate()
 
-    def _run_single(self, conn: psycopg.Connection, statement: str, result: ExecutionResult, end: float | None) -> bool:
-        """The common case — one query, read mode, no preprocess_sql: the query runs in its own
-        implicit transaction, read-only and timed out by the session defaults set at connect
-        time, then ``DISCARD ALL`` resets the session (settings changed by ``set_config`` even
-        through dynamic SQL, advisory locks, temporary objects). Returns True: nothing is left
-        to roll back. ``end``: the conversation's deadline, when it is nearer than a statement timeout."""
-        try:
-            if end is not None:
-                left = self._left_ms(end)
-                if left <= 0:
-                    raise psycopg.errors.QueryCanceled("the execution's time budget is spent")
-                conn.execute(f"SET statement_timeout = {left}")  # undone by DISCARD ALL
-            self._fetch(conn, statement, result)
-        except psycopg.errors.QueryCanceled as exc:
-            result.error, result.error_kind = pg_message(exc), "timeout"
-            result.columns, result.rows = [], []
-        except psycopg.Error as exc:
-            if isinstance(exc, psycopg.OperationalError) and conn.closed:
-                raise
-            result.error, result.error_kind = pg_message(exc), _sql_kind(exc)
-            result.columns, result.rows = [], []
-        try:
-            conn.execute("DISCARD ALL")  # whatever the query changed (even through dynamic SQL) is reset
-        except psycopg.Error:
-            raise _SessionSpoiled from None  # e.g. the query set an idle-session timeout that fired
-        return True
-
-    def _restore_sequences(self, conn: psycopg.Connection, state: list[tuple[Any, ...]], in_transaction: bool = False) -> None:
-        """Put every sequence back to ``state`` (nextval is not undone by a rollback); inside an
-        open transaction (between two scripts) under a savepoint, else in a transaction of its own."""
-        if not state:
+    def _restore_sequences(self, conn: psycopg.Connection, sequences: SequenceState) -> None:
+        """Put every sequence back to ``sequences`` inside the open transaction (nextval is not
+        undone by rolling back to a savepoint), under a savepoint of its own."""
+        if not sequences:
             return
-        names, values, called = zip(*state, strict=True)
-        begin, end, undo = ("SAVEPOINT evalbench_seq; ", "; RELEASE SAVEPOINT evalbench_seq", "ROLLBACK TO SAVEPOINT evalbench_seq") \
-            if in_transaction else ("BEGIN READ WRITE; ", "; COMMIT", "ROLLBACK")  # the session default is read-only
-        restore = sql.SQL(
-            begin + "SELECT setval(s::regclass, v, c) FROM unnest({}::text[], {}::bigint[], {}::bool[]) AS x(s, v, c)" + end
-        ).format(sql.Literal(list(names)), sql.Literal(list(values)), sql.Literal(list(called)))
+        conn.execute("SAVEPOINT evalbench_seq")
         try:
-            conn.execute(restore)
+            conn.execute(setval_query(sequences))
+            conn.execute("RELEASE SAVEPOINT evalbench_seq")
         except psycopg.errors.InsufficientPrivilege:
-            conn.execute(undo)
+            conn.execute("ROLLBACK TO SAVEPOINT evalbench_seq")
             if not self._warned_sequences:
                 self._warned_sequences = True
-                log.warning("cannot restore sequences after write-mode executions (the sandbox user does not own them)")
+                log.warning("cannot put sequences back between two scripts (the role running them does not own them)")
 
     def _run(
         self,
@@ -287,21 +290,29 @@ class Sandbox:
         preprocess_errors: PreprocessErrors = "fail",
         end: float | None = None,
     ) -> None:
-        timeout = f"SET LOCAL statement_timeout = {max(1, self._left_ms(end))}"
         read_only = mode == "read"
-        conn.execute(("BEGIN READ ONLY; " if read_only and not preprocess else "BEGIN READ WRITE; ") + timeout)
-        if not self._preprocess(conn, preprocess, result, preprocess_errors):
-            return
-        if read_only and preprocess:
-            conn.execute("SET TRANSACTION READ ONLY")
-        self._run_statements(conn, statements, result, end)
+        begin = "BEGIN READ ONLY" if read_only and not preprocess else "BEGIN READ WRITE"
+        left = self._left_ms(end)
+        # the session's default timeout (set at connect, reset by DISCARD ALL) is the whole budget
+        # unless the conversation's deadline is nearer
+        conn.execute(begin if left >= self.statement_timeout_ms - 50 else f"{begin}; SET LOCAL statement_timeout = {max(1, left)}")
+        armed = True
+        if preprocess:
+            if not self._preprocess(conn, preprocess, result, preprocess_errors):
+                return
+            armed = False
+            if read_only:
+                conn.execute("SET TRANSACTION READ ONLY")
+        self._run_statements(conn, statements, result, end, armed=armed, cancel_rest=True)
 
     def _run_statements(self, conn: psycopg.Connection, statements: list[str], result: ExecutionResult,
-                        end: float | None = None) -> None:
+                        end: float | None = None, *, armed: bool = False, cancel_rest: bool = False) -> None:
         """Run statements in the open transaction, the statement timeout re-armed before each with
         what is left of the execution's budget (``end``; None: a whole statement timeout from
         now), so a script of many slow statements cannot multiply it; the last one's rows go to
-        ``result``; the first error stops them."""
+        ``result``; the first error stops them. ``armed``: the timeout was just set for the first.
+        ``cancel_rest``: a last query whose rows pass a cap is cancelled (the transaction is
+        then over), rather than read to its end."""
         if end is None:
             end = time.monotonic() + self._left_ms(None) / 1000
         for index, statement in enumerate(statements):
@@ -312,11 +323,9 @@ class Sandbox:
                 result.columns, result.rows = [], []
                 return
             try:
-                conn.execute(f"SET LOCAL statement_timeout = {left}")  # re-arm: a statement may have changed it
-                if last:
-                    self._fetch(conn, statement, result)
-                else:
-                    conn.execute(statement, binary=True)  # extended protocol: one command
+                if index or not armed:
+                    conn.execute(f"SET LOCAL statement_timeout = {left}")  # re-arm: a statement may have changed it
+                self._fetch(conn, statement, result if last else None, cancel_rest)
             except psycopg.errors.QueryCanceled as exc:
                 result.error, result.error_kind = pg_message(exc), "timeout"
                 result.columns, result.rows = [], []
@@ -349,37 +358,34 @@ class Sandbox:
                 return False
         return True
 
-    def _fetch(self, conn: psycopg.Connection, statement: str, result: ExecutionResult) -> None:
-        """Queries are streamed (extended protocol, chunked) and stopped at ``max_rows + 1``: the
-        rest of a larger result is cancelled on the server instead of being transferred."""
+    def _fetch(self, conn: psycopg.Connection, statement: str, result: ExecutionResult | None, cancel_rest: bool) -> None:
+        """Run one statement, its rows streamed a chunk at a time (never a whole result in
+        memory). The last statement's rows (``result``) are kept up to the row and byte caps; past
+        them a query is cancelled on the server (with ``cancel_rest``), a statement that writes
+        runs to its end, its rows dropped. Other statements' rows are dropped as they arrive."""
         verb, modifies = statement_kind(statement)
+        query = verb in STREAM_KEYWORDS and not modifies
+        cap = ResultCap(self.max_rows, self.max_result_bytes) if result is not None else None
+        keeping = cap is not None
         cursor = conn.cursor()
         try:
-            if verb in STREAM_KEYWORDS and not modifies:
-                rows: list[tuple[Any, ...]] = []
-                stream = cursor.stream(statement, size=self._chunk)
-                try:
-                    for row in stream:
-                        if len(rows) == self.max_rows:
-                            result.truncated = True
+            rows = _stream(cursor, statement)
+            try:
+                for row in rows:
+                    if keeping and not cap.add(row):  # type: ignore[union-attr]
+                        keeping = False
+                        if cancel_rest and query:
                             break
-                        rows.append(row)
-                    description = cursor.description
-                finally:
-                    stream.close()  # type: ignore[attr-defined]  # a generator (typed Iterator): cancels the query if rows are left
-            else:
-                cursor.execute(statement, binary=True)  # extended protocol
-                description = cursor.description
-                rows = cursor.fetchmany(self.max_rows + 1) if description is not None else []
-                if len(rows) > self.max_rows:
-                    rows, result.truncated = rows[: self.max_rows], True
+            finally:
+                rows.close()  # cancels the statement if rows are left
+            description = cursor.description
         finally:
             cursor.close()
-        if description is None and verb in STREAM_KEYWORDS and not modifies:
-            result.columns = _describe(conn, statement)  # a streamed empty result has no description
-        else:
-            result.columns = [c.name for c in description] if description is not None else []
-        result.rows = [tuple(r) for r in rows]
+        if result is None or cap is None:
+            return
+        # a streamed empty result has no description: the server describes the statement
+        result.columns = [c.name for c in description] if description is not None else _describe(conn, statement)
+        cap.fill(result)
 
 
 class WriteTransaction:
@@ -405,12 +411,12 @@ class WriteTransaction:
         self.conn.execute(f"SAVEPOINT {name}")
         inspected = None
         try:
-            self.sandbox._run_statements(self.conn, statements, result)
+            self.sandbox._run_statements(self.conn, statements, result)  # rows past a cap read, not cancelled
             if result.error is None and inspect is not None:
                 inspected = inspect(self)
         finally:
             self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            self.sandbox._restore_sequences(self.conn, self.sequences, in_transaction=True)
+            self.sandbox._restore_sequences(self.conn, self.sequences)
         return result, inspected
 
     def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -422,6 +428,15 @@ class WriteTransaction:
         return state.fingerprint(self, written_tables(statements, "postgres"))
 
 
+def _stream(cursor: psycopg.Cursor[Any], statement: str) -> Generator[Any, None, None]:
+    """The rows of ``statement`` as the server sends them (none for a statement without rows)."""
+    try:
+        yield from cursor.stream(statement, size=_CHUNK_ROWS)  # the extended protocol: one command
+    except psycopg.ProgrammingError as exc:
+        if exc.sqlstate is not None:  # the server's error, not "the statement returned no rows"
+            raise
+
+
 def _describe(conn: psycopg.Connection, statement: str) -> list[str]:
     """The column names of a query, from the server's description of it (not executed again)."""
     pgconn = conn.pgconn
@@ -431,16 +446,6 @@ def _describe(conn: psycopg.Connection, statement: str) -> list[str]:
         return []
     described = pgconn.describe_prepared(b"")
     return [(described.fname(i) or b"").decode(encoding) for i in range(described.nfields)]
-
-
-def _streamable(statement: str) -> bool:
-    """A query that changes nothing: it can run on its own in the session's read-only default."""
-    verb, modifies = statement_kind(statement)
-    return verb in STREAM_KEYWORDS and not modifies
-
-
-class _SessionSpoiled(Exception):
-    """The execution is over and its result stands, but its connection cannot be reset."""
 
 
 def _hung_up(conn: psycopg.Connection) -> bool:
@@ -455,13 +460,3 @@ def _hung_up(conn: psycopg.Connection) -> bool:
 def _sql_kind(exc: BaseException) -> ErrorKind:
     """``syntax`` for SQLSTATE 42601 (the server could not parse the statement), else ``sql``."""
     return "syntax" if isinstance(exc, psycopg.errors.SyntaxError) else "sql"
-
-
-def pg_message(exc: BaseException) -> str:
-    """The server's one-line message of a psycopg error."""
-    diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None) if diag is not None else None
-    if primary:
-        return str(primary)
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

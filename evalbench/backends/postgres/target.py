@@ -14,7 +14,11 @@ from sqlalchemy.engine import URL, make_url
 from evalbench.backends.postgres.embedded import embedded_url
 from evalbench.config import DatabaseConfig
 
-SANDBOX_ROLE = "evalbench_sandbox"
+# The server's roles SQL runs as (roles are cluster-wide; see evalbench.backends.postgres.roles).
+SANDBOX_ROLE = "evalbench_sandbox"  # agent SQL that reads: questions, tool calls
+SANDBOX_WRITE_ROLE = "evalbench_sandbox_write"  # agent SQL that writes, always undone: management tasks, test cases
+GOLDEN_ROLE = "evalbench_golden"  # golden (dataset) SQL
+OWNER_ROLE = "evalbench_owner"  # owns what setup made (NOLOGIN); the golden and sandbox-write roles are its members
 
 
 @dataclass(frozen=True)
@@ -86,3 +90,13 @@ def resolve_target(config: DatabaseConfig, embedded_dir: Path | None) -> Databas
 def libpq_conninfo(url: URL) -> str:
     """A libpq connection string for psycopg (query arguments such as host=/socket/dir kept)."""
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def pg_message(exc: BaseException) -> str:
+    """The server's one-line message of a psycopg error."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) if diag is not None else None
+    if primary:
+        return str(primary)
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
