@@ -9,6 +9,7 @@ from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 
+_MAX_BATCH = 1000  # rows fetched at once while reading a cursor
 _SCALAR_BYTES = 16  # numbers, dates, booleans, NULL: about what a Python object of them costs
 
 
@@ -58,6 +59,18 @@ class ResultCap:
     def extend(self, rows: Iterable[Iterable[Any]]) -> bool:
         """``add`` each row until one does not fit; False when one did not."""
         return all(self.add(row) for row in rows)
+
+    def read(self, cursor: Any) -> None:
+        """Add the rows of a DB-API ``cursor`` until a cap is reached or it has no more, fetching
+        a few at a time (as many as the bytes left would hold at the size of the rows so far):
+        what is fetched past a cap is at most one small batch."""
+        batch = 1
+        while True:
+            rows = cursor.fetchmany(batch)
+            if not rows or not self.extend(rows) or len(rows) < batch:
+                return
+            average = max(1, self.bytes // len(self.rows))
+            batch = max(1, min(_MAX_BATCH, (self.max_bytes - self.bytes) // average, self.max_rows - len(self.rows) + 1))
 
     def fill(self, result: ExecutionResult) -> None:
         """Put the kept rows on ``result``."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from evalbench.backends import dbfile
 from evalbench.backends.base import Provisioned
 from evalbench.backends.setup import SetupFiles, load_csv
-from evalbench.backends.sqlite.sandbox import DENIED_FUNCTIONS
+from evalbench.backends.sqlite.engine import DENIED_FUNCTIONS
 from evalbench.errors import ProvisioningError
 
 if TYPE_CHECKING:
