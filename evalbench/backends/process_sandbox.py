@@ -86,8 +86,12 @@ class ProcessSandbox:
                              max_reply_bytes=4 * self.max_bytes + (1 << 20))
 
     def close(self) -> None:
+        busy = {id(process) for process in self._checkout.busy()}
         for process in self._checkout.drain():
-            process.close()
+            if id(process) in busy:
+                process.kill("interrupted")  # its caller reaps it
+            else:
+                process.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def interrupt(self) -> None:
