@@ -54,6 +54,7 @@ def _run(tmp: Path, name: str, items: list[dict[str, Any]], replies: dict[str, A
                          scorers={"exec_match": {}, "state_match": {}, "executable": {}})
 
 
+@pytest.mark.parametrize("name", ["sqlite", "duckdb"])
 def test_a_hostile_agent_on_a_file_engine(tmp_path: Path, name: str) -> None:
     if name == "duckdb" and importlib.util.find_spec("duckdb") is None:
         pytest.skip("duckdb is not installed (pip install 'evalbench[duckdb]')")

@@ -31,13 +31,16 @@ def sidecar(path: Path) -> Path:
     return path.with_name(path.name + SUFFIX)
 
 
-def read(path: Path) -> dict[str, Any] | None:
-    """The record of ``path``, or None when evalbench did not build it (no sidecar, or not ours)."""
+def read(path: Path, engine: str) -> dict[str, Any] | None:
+    """The record of ``path``, or None when evalbench did not build it for ``engine`` (no
+    sidecar, not ours, or another engine's: ``x.db`` may be a SQLite or a DuckDB file)."""
     try:
         data = json.loads(sidecar(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError, RecursionError):
         return None
-    return data if isinstance(data, dict) and data.get("built_by") == "evalbench" else None
+    if not isinstance(data, dict) or data.get("built_by") != "evalbench":
+        return None
+    return data if str(data.get("provisioning", "")).startswith(f"{engine}-") else None
 
 
 def write(path: Path, provisioning: str, checksum: str, catalog: Catalog | None = None) -> None:

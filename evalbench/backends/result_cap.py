@@ -16,6 +16,11 @@ _SCALAR_BYTES = 16  # numbers, dates, booleans, NULL: about what a Python object
 def value_bytes(value: Any, depth: int = 0) -> int:
     """An estimate of what ``value`` costs to hold: the length of text and bytes, a constant for
     other scalars, the sum over the items of arrays and JSON documents (depth-limited)."""
+    kind = type(value)
+    if kind is str or kind is bytes:  # the common cases first: this runs for every value read
+        return len(value)
+    if kind is int or kind is float or value is None:
+        return _SCALAR_BYTES
     if isinstance(value, str):
         return len(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -28,7 +33,7 @@ def value_bytes(value: Any, depth: int = 0) -> int:
 
 
 def row_bytes(row: Iterable[Any]) -> int:
-    return sum(value_bytes(v) for v in row)
+    return sum(map(value_bytes, row))
 
 
 class ResultCap:
@@ -47,7 +52,7 @@ class ResultCap:
         if len(self.rows) >= self.max_rows:
             self.truncated = True
             return False
-        kept = tuple(row)
+        kept = row if type(row) is tuple else tuple(row)
         size = row_bytes(kept)
         if self.bytes + size > self.max_bytes:
             self.truncated = self.cut_at_bytes = True

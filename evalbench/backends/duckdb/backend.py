@@ -10,7 +10,7 @@ import duckdb
 
 from evalbench.backends import build_record
 from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
-from evalbench.backends.duckdb.files import PROVISIONING_VERSION, catalog, database_file, provision_file
+from evalbench.backends.duckdb.files import database_file, is_current, provision_file
 from evalbench.backends.duckdb.sandbox import DuckDBSandbox
 from evalbench.backends.setup import SetupFiles
 from evalbench.errors import ProvisioningError
@@ -52,12 +52,11 @@ class DuckDBBackend:
                 raise DatabaseUnavailable(f"{path} cannot be opened as a DuckDB database: {str(exc).splitlines()[0]}") from None
             if setup is None:
                 return f"duckdb/{config.database_name}: {path} used as is"
-            record = build_record.read(path)
+            record = build_record.read(path, "duckdb")
             if record is None and not config.allow_destructive_setup:
                 raise ProvisioningError(f"{path} exists and was not built by evalbench; set allow_destructive_setup: true "
                                         "in its db config to let evalbench replace it, or leave it out of setup_directory")
-            current = record is not None and record.get("checksum") == setup.checksum(PROVISIONING_VERSION) and \
-                build_record.check(path, record, catalog(path), config.allow_destructive_setup)
+            current = is_current(config, path, setup)
             return f"duckdb/{config.database_name}: {path} {'is up to date' if current else 'will be rebuilt from its setup'}"
         if setup is None:
             raise ProvisioningError(f"duckdb database {path} does not exist and there is no setup for {config.database_name!r}")

@@ -77,6 +77,14 @@ def catalog(path: Path) -> Catalog:
         conn.close()
 
 
+def is_current(config: DatabaseConfig, path: Path, setup: SetupFiles) -> bool:
+    """Whether ``path`` was built from ``setup`` and is unchanged since; ProvisioningError naming
+    what changed when it was changed (unless ``allow_destructive_setup``: then False)."""
+    record = build_record.read(path, "duckdb") if path.exists() else None
+    return record is not None and record.get("checksum") == setup.checksum(PROVISIONING_VERSION) and \
+        build_record.check(path, record, catalog(path), config.allow_destructive_setup)
+
+
 def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None) -> Provisioned:
     """Build ``path`` from ``setup`` unless it is already built from it and unchanged since; with
     no setup, the file must exist and is used as it is."""
@@ -86,13 +94,12 @@ def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None)
                                     f"{config.database_name!r} (set setup_directory, or database_path to its file)")
         return Provisioned(action="external", handle=path)
     checksum = setup.checksum(PROVISIONING_VERSION)
-    record = build_record.read(path) if path.exists() else None
-    if record is not None and record.get("checksum") == checksum and \
-            build_record.check(path, record, catalog(path), config.allow_destructive_setup):
+    if is_current(config, path, setup):
         return Provisioned(action="reused", checksum=checksum, handle=path)
+    record = build_record.read(path, "duckdb") if path.exists() else None
     if path.exists() and record is None and not config.allow_destructive_setup:
-        raise ProvisioningError(f"{path} exists and was not built by evalbench (no {build_record.sidecar(path).name} "
-                                "beside it); set allow_destructive_setup: true in its db config to let evalbench "
+        raise ProvisioningError(f"{path} exists and was not built by evalbench (no DuckDB record "
+                                f"{build_record.sidecar(path).name} beside it); set allow_destructive_setup: true in its db config to let evalbench "
                                 "replace it, or leave it out of setup_directory to use it as is")
     action = "rebuilt" if path.exists() else "created"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -79,6 +79,17 @@ def catalog(path: Path) -> Catalog:
     return found
 
 
+def is_current(config: DatabaseConfig, path: Path, setup: SetupFiles) -> bool:
+    """Whether ``path`` was built from ``setup`` and is unchanged since; ProvisioningError naming
+    what changed when it was changed (unless ``allow_destructive_setup``: then False)."""
+    checksum = setup.checksum(PROVISIONING_VERSION)
+    if not path.exists() or read_marks(path) != (APPLICATION_ID, stamp(checksum)):
+        return False
+    record = build_record.read(path, "sqlite")
+    return record is not None and record.get("checksum") == checksum and \
+        build_record.check(path, record, catalog(path), config.allow_destructive_setup)
+
+
 def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None) -> Provisioned:
     """Build ``path`` from ``setup`` unless it is already built from it; with no setup, the file
     must exist and is used as it is."""
@@ -88,11 +99,9 @@ def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None)
                                     f"{config.database_name!r} (set setup_directory, or database_path to its folder)")
         return Provisioned(action="external", handle=path)
     checksum = setup.checksum(PROVISIONING_VERSION)
-    marks = read_marks(path) if path.exists() else None
-    record = build_record.read(path) if marks == (APPLICATION_ID, stamp(checksum)) else None
-    if record is not None and record.get("checksum") == checksum and \
-            build_record.check(path, record, catalog(path), config.allow_destructive_setup):
+    if is_current(config, path, setup):
         return Provisioned(action="reused", checksum=checksum, handle=path)
+    marks = read_marks(path) if path.exists() else None
     if path.exists() and (marks is None or marks[0] != APPLICATION_ID) and not config.allow_destructive_setup:
         raise ProvisioningError(f"{path} exists and was not built by evalbench; set allow_destructive_setup: true in "
                                 "its db config to let evalbench replace it, or leave it out of setup_directory to use it as is")
