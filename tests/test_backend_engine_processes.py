@@ -222,6 +222,12 @@ def test_golden_work_on_a_connection_is_not_observable_after_it(engine: Any) -> 
     else:  # a sequence's current value is the instance's: the golden INSERT's id, rolled back or not
         seen = sandbox.execute("SELECT currval('item_ids')", mode="write", actor="agent")
         assert not seen.ok and "currval" in seen.error, "the agent reads the id the golden INSERT took"
+        # the buffers a golden read loads are the instance's too (which tables it read, how much)
+        buffers = "SELECT sum(memory_usage_bytes) FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+        before = sandbox.execute(buffers)
+        assert sandbox.execute("SELECT count(*) FROM items i, items j, range(100) WHERE i.name < j.name",
+                               actor="golden").ok
+        assert sandbox.execute(buffers).rows == before.rows, "the agent sees the buffers of the golden read"
 
 
 def test_a_running_golden_query_is_invisible_to_agent_sql(engine: Any) -> None:

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from evalbench.backends.frames import FrameError, read_frame, write_frame
-from evalbench.backends.result_cap import ResultCap
+from evalbench.backends.result_cap import MAX_ERROR_CHARS, ResultCap
 from evalbench.execution_result import ExecutionResult
 
 _PR_SET_PDEATHSIG = 1
@@ -76,8 +76,9 @@ def collect(cursor: Any, result: ExecutionResult, max_rows: int, max_bytes: int)
 
 def reply_of(result: ExecutionResult) -> dict[str, Any]:
     """What crosses the pipe of an execution (the harness measures the time)."""
+    error = None if result.error is None else result.error[:MAX_ERROR_CHARS]
     return {"columns": result.columns, "rows": result.rows, "truncated": result.truncated,
-            "truncated_at_bytes": result.truncated_at_bytes, "error": result.error, "error_kind": result.error_kind}
+            "truncated_at_bytes": result.truncated_at_bytes, "error": error, "error_kind": result.error_kind}
 
 
 def _own_pipes() -> tuple[int, int]:

@@ -35,7 +35,7 @@ from evalbench.backends.base import (
 )
 from evalbench.backends.engine_process import HARNESS_S, EngineProcess, EngineStopped
 from evalbench.backends.pool import Checkout
-from evalbench.backends.result_cap import ResultCap
+from evalbench.backends.result_cap import MAX_ERROR_CHARS, ResultCap
 from evalbench.statements import split_statements
 
 _KINDS = {"syntax", "sql", "timeout", "forbidden", "connection", "preprocess"}
@@ -67,10 +67,14 @@ class ProcessSandbox:
         self.clones: Any = None
         self._limiter = rate_limiter(limits)
         self.scratch = scratch_folder(engine.name)
-        self._checkout: Checkout[EngineProcess] = Checkout(
-            lambda: self._process(None), limits.pool_size, self._process(self.scratch / f"working{path.suffix or '.db'}"))
+        writer = self._process(self.scratch / f"working{path.suffix or '.db'}")
+        # golden SQL reads in processes of its own: what an engine keeps between executions (its
+        # caches, memory and statistics, a sequence's current value) is never another actor's.
+        # The writer is shared (writes are few): the engine reopens it when the actor changes.
+        self._pools: dict[Actor, Checkout[EngineProcess]] = {
+            actor: Checkout(lambda: self._process(None), limits.pool_size, writer) for actor in ("agent", "golden")}
         try:
-            with self._checkout(False) as reader:  # the file opens, or the sandbox does not
+            with self._pools["agent"](False) as reader:  # the file opens, or the sandbox does not
                 reader.ensure()
         except BaseException:
             self.close()
@@ -86,8 +90,8 @@ class ProcessSandbox:
                              max_reply_bytes=4 * self.max_bytes + (1 << 20))
 
     def close(self) -> None:
-        busy = {id(process) for process in self._checkout.busy()}
-        for process in self._checkout.drain():
+        busy = {id(process) for pool in self._pools.values() for process in pool.busy()}
+        for process in {id(p): p for pool in self._pools.values() for p in pool.drain()}.values():
             if id(process) in busy:
                 process.kill("interrupted")  # its caller reaps it
             else:
@@ -96,12 +100,13 @@ class ProcessSandbox:
 
     def interrupt(self) -> None:
         """Stop the statements running now (the run is being cancelled): their children are killed."""
-        for process in self._checkout.busy():
-            process.kill("interrupted")
+        for pool in self._pools.values():
+            for process in pool.busy():
+                process.kill("interrupted")
 
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         """A harness query (trusted SQL, e.g. the schema) on a reader."""
-        with self._checkout(False) as reader:
+        with self._pools["golden"](False) as reader:  # the harness's work is never the agent's
             return harness_call(reader, {"op": "rows", "query": query, "params": None})
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
@@ -117,7 +122,7 @@ class ProcessSandbox:
         writes = mode == "write" or bool(preprocess)
         request = {"op": "execute", "statements": admission.statements, "mode": mode, "preprocess": self.split(preprocess),
                    "preprocess_errors": preprocess_errors, "budget_s": admission.budget_s, "actor": actor}
-        with self.write_lock if writes else nullcontext(), self._checkout(writes) as process:
+        with self.write_lock if writes else nullcontext(), self._pools[actor](writes) as process:
             self.run(process, request, admission.budget_s, result)
         result.elapsed_s = time.perf_counter() - started
         return result
@@ -144,7 +149,7 @@ class ProcessSandbox:
         result.truncated_at_bytes = result.truncated_at_bytes or bool(reply.get("truncated_at_bytes"))
         result.columns = [str(c) for c in reply.get("columns") or []]
         if reply.get("error") is not None:
-            result.error = str(reply["error"])
+            result.error = str(reply["error"])[:MAX_ERROR_CHARS]
             kind = reply.get("error_kind")
             result.error_kind = kind if kind in _KINDS else "sql"
             result.rows, result.columns = [], []
@@ -154,7 +159,7 @@ class ProcessSandbox:
                           actor: Actor = "agent") -> Iterator[ProcessWriteTransaction]:
         """One transaction on the writer, after ``preprocess``, for work that runs several scripts
         on the same starting state (``state_match``): always rolled back."""
-        with self.write_lock, self._checkout(True) as writer:
+        with self.write_lock, self._pools[actor](True) as writer:
             tx = ProcessWriteTransaction(self, writer, list(preprocess), preprocess_errors, actor)
             try:
                 tx.start()

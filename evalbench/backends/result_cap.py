@@ -9,6 +9,7 @@ from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 
+MAX_ERROR_CHARS = 4000  # of an error message (an engine may quote a whole value in it)
 _MAX_BATCH = 1000  # rows fetched at once while reading a cursor
 _SCALAR_BYTES = 16  # numbers, dates, booleans, NULL: about what a Python object of them costs
 

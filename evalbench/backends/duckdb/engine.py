@@ -68,15 +68,16 @@ class DuckDBEngine:
         self.parser = duckdb.connect(":memory:", config={"enable_external_access": False, "lock_configuration": True})
         self.actor: str | None = None
         self.begun: tuple[list[list[str]], str, float] | None = None  # the open write transaction's preprocess
+        self.sequences: list[tuple[Any, ...]] = []
         self._open()
 
-    def _open(self) -> None:
-        """Open the file (a reader), or a fresh copy of it (the writer)."""
+    def _open(self, fresh: bool = True) -> None:
+        """Open the file (a reader), or the writer's copy of it (a ``fresh`` one: copied again)."""
         try:
             if self.copy is None:
                 self.db = duckdb.connect(str(self.original), read_only=True, config=dict(self.config))
             else:
-                for suffix in ("", ".wal"):
+                for suffix in ("", ".wal") if fresh else ():
                     Path(f"{self.copy}{suffix}").unlink(missing_ok=True)
                     if Path(f"{self.original}{suffix}").exists():
                         shutil.copyfile(f"{self.original}{suffix}", f"{self.copy}{suffix}")
@@ -84,13 +85,16 @@ class DuckDBEngine:
         except (duckdb.Error, OSError) as exc:
             raise EngineFailure(f"cannot open {self.original}: {_message(exc)}") from None
         self.cursor = self.db.cursor()
-        self.sequences = self.cursor.execute(_SEQUENCES).fetchall() if self.copy is not None else []
+        if fresh and self.copy is not None:
+            self.sequences = self.cursor.execute(_SEQUENCES).fetchall()
 
     def _as(self, actor: str) -> None:
-        """A new cursor (a new client context) when another actor's SQL ran on this one."""
+        """The instance again when another actor's SQL ran in it: its caches, memory and
+        statistics (``duckdb_memory()``, ``pragma_database_size()``) and a sequence's current
+        value would tell one actor about the other's work. Only the shared writer switches."""
         if self.actor not in (None, actor):
-            self.cursor.close()
-            self.cursor = self.db.cursor()
+            self.db.close()
+            self._open(fresh=False)
         self.actor = actor
 
     # ---------------------------------------------------------------- requests
