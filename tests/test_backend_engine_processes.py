@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib.util
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -56,6 +58,7 @@ EXPENSIVE = {
         "SELECT len(list_sort(range(300000000)))",
     ],
 }
+BUSY = {"sqlite": EXPENSIVE["sqlite"][0], "duckdb": EXPENSIVE["duckdb"][1]}  # minutes of CPU, little memory
 # statements that try to leave an object, a row or a counter behind from a read
 PERSIST = {
     "sqlite": ["CREATE TEMP TABLE stolen AS SELECT 1", "EXPLAIN CREATE TABLE stolen AS SELECT 1",
@@ -302,3 +305,43 @@ def test_a_file_changed_after_it_was_built_is_refused(engine: Any, tmp_path: Pat
     rebuilt = backend.provision(_config(name, tmp_path, allow_destructive_setup=True), setup, None)
     assert rebuilt.action == "rebuilt"
     assert backend.provision(_config(name, tmp_path), setup, None).action == "reused"
+
+
+def _engine_processes(harness: int) -> list[int]:
+    """Live engine processes started by the process ``harness`` (its pid is on their command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = next(line for line in (entry / "status").read_text().splitlines() if line.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if b"evalbench.backends.engine_server" in b" ".join(argv) and str(harness).encode() in argv and "Z" not in state:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+@pytest.mark.parametrize("name", ["sqlite", "duckdb"])
+def test_engine_processes_die_with_a_harness_killed_outright(tmp_path: Path, name: str) -> None:
+    if name == "duckdb" and importlib.util.find_spec("duckdb") is None:
+        pytest.skip("duckdb is not installed")
+    # a harness whose reader is busy in a call that never looks at its interrupt (only the death
+    # signal stops it; an idle engine process ends anyway when its pipe closes)
+    script = ("import sys, threading, time\nfrom pathlib import Path\n"
+              "from tests.test_backend_engine_processes import BUSY, INSERT, _open\n"
+              "sandbox, _ = _open(sys.argv[1], Path(sys.argv[2]))\nsandbox.execute(INSERT, mode='write')\n"
+              "threading.Thread(target=sandbox.execute, args=(BUSY[sys.argv[1]],), daemon=True).start()\n"
+              "time.sleep(0.3)\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    with subprocess.Popen([sys.executable, "-c", script, name, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                          cwd=Path(__file__).resolve().parent.parent) as harness:
+        try:
+            assert harness.stdout is not None and harness.stdout.readline().strip() == "ready"
+            children = _engine_processes(harness.pid)
+            assert len(children) >= 2, children  # a reader and the writer
+        finally:
+            harness.kill()
+    give_up = time.monotonic() + 10
+    while _engine_processes(harness.pid) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    assert _engine_processes(harness.pid) == [], "engine processes outlived their harness"
