@@ -73,6 +73,7 @@ def test_a_hostile_agent_on_a_file_engine(tmp_path: Path, name: str) -> None:
         assert record["outcome"] == "scored" and phase(record)["passed"] is False, (key, record["outcome"])
         if key.startswith("fn_"):
             assert generated(record)["error_kind"] in ("timeout", "sql"), (key, generated(record))
+            assert generated(record)["elapsed_s"] < 3 * BUDGET_S + 2, (key, generated(record)["elapsed_s"])
             assert record["elapsed_s"] < 10 * BUDGET_S + 5, (key, record["elapsed_s"])
     for key in ("ok_after", "insert_0", "insert_1", "insert_2"):
         assert phase(run.records[key])["passed"] is True, (key, phase(run.records[key])["scores"])

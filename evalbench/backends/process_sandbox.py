@@ -118,13 +118,14 @@ class ProcessSandbox:
         if self._limiter:
             self._limiter.acquire()
         result = admission.result
-        started = time.perf_counter()
         writes = mode == "write" or bool(preprocess)
         request = {"op": "execute", "statements": admission.statements, "mode": mode, "preprocess": self.split(preprocess),
                    "preprocess_errors": preprocess_errors, "budget_s": admission.budget_s, "actor": actor}
         with self.write_lock if writes else nullcontext(), self._pools[actor](writes) as process:
+            process.ensure()  # a replaced engine process starts here, outside the statement's time
+            started = time.perf_counter()
             self.run(process, request, admission.budget_s, result)
-        result.elapsed_s = time.perf_counter() - started
+            result.elapsed_s = time.perf_counter() - started
         return result
 
     def split(self, texts: Sequence[str]) -> list[list[str]]:
