@@ -6,7 +6,9 @@ On the demo database's SQLite and DuckDB builds (built in a temporary folder), t
 run (1) through the sandbox (admission, a pipe to a reused engine process, a rolled-back
 transaction, rows read within the caps) and (2) on a bare connection in this process (a
 transaction rolled back, all rows fetched). The difference, less the shared admission (sqlglot's
-split and check, which every backend pays), is what the engine process costs; the last line of each engine is what replacing a killed engine process costs (the next
+split and check, which every backend pays), is what the sandbox costs (the pipe to the engine
+process, its checks, the caps); run it on the parent commit to compare with the sandbox that ran
+the engine in the harness's process. The last line of each engine is what replacing a killed engine process costs (the next
 execution after a kill starts a new one).
 """
 
@@ -101,7 +103,7 @@ def main() -> None:
                     checks = _per_execution_ms(partial(admit, mode="read", dialect=engine, timeout_s=10), sql, args.executions)
                     bare = _per_execution_ms(_bare(engine, provisioned.handle), sql, args.executions)
                     print(f"{engine:7} {label:17} sandbox {harness:6.2f} ms (admission {checks:4.2f})  bare {bare:6.2f} ms  "
-                          f"engine process {harness - checks - bare:5.2f} ms/execution")
+                          f"sandbox over bare {harness - checks - bare:5.2f} ms/execution")
                 print(f"{engine:7} a replaced engine process: {_replacement_ms(backend, config, provisioned, engine):.0f} ms "
                       "(median of 3)")
             finally:
