@@ -8,8 +8,8 @@ transaction, rows read within the caps) and (2) on a bare connection in this pro
 transaction rolled back, all rows fetched). The difference, less the shared admission (sqlglot's
 split and check, which every backend pays), is what the sandbox costs (the pipe to the engine
 process, its checks, the caps); run it on the parent commit to compare with the sandbox that ran
-the engine in the harness's process. The last line of each engine is what replacing a killed engine process costs (the next
-execution after a kill starts a new one).
+the engine in the harness's process. The last line of each engine is what replacing a killed
+engine process costs (the next execution after a kill starts a new one).
 """
 
 from __future__ import annotations
