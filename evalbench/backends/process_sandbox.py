@@ -60,7 +60,8 @@ class ProcessSandbox:
     conninfo = ""  # no server: test cases (psycopg) cannot run here
 
     def __init__(self, path: Path, limits: SandboxLimits, engine: Engine) -> None:
-        self.path, self.engine, self.dialect = path, engine, engine.dialect
+        self.path = path.absolute()  # engine processes run in the scratch folder
+        self.engine, self.dialect = engine, engine.dialect
         self.timeout_s = limits.statement_timeout_s
         self.max_rows, self.max_bytes = limits.max_rows, limits.max_result_bytes
         self.write_lock = threading.RLock()
