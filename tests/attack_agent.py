@@ -99,7 +99,7 @@ def write_run(tmp: Path, items: list[dict[str, Any]], agent: AttackAgent, *, sql
               max_in_flight: int = 1, statement_timeout_s: float = 3.0, setup_directory: Path | None = DEMO_SETUP,
               database_configs: list[dict[str, Any]] | None = None, scorers: dict[str, Any] | None = None,
               conversation_timeout_s: float = 120, execution: dict[str, Any] | None = None,
-              model: dict[str, Any] | None = None) -> Path:
+              model: dict[str, Any] | None = None, dialect: str = "postgres") -> Path:
     """Write the dataset and a run config into ``tmp``; returns the config path."""
     dataset = tmp / "attacks.jsonl"
     dataset.write_text("".join(json.dumps(i) + "\n" for i in items), encoding="utf-8")
@@ -107,7 +107,7 @@ def write_run(tmp: Path, items: list[dict[str, Any]], agent: AttackAgent, *, sql
         "dataset_config": str(dataset),
         "dataset_format": "bird-interact",
         "setup_directory": str(setup_directory) if setup_directory else None,
-        "dialects": ["postgres"],
+        "dialects": [dialect],
         "database_configs": database_configs or [],
         "model_config": {"agent": "openai_compat", "base_url": agent.base_url, "model": "attacker", "timeout_s": 30,
                          "retry": {"max_retries": 0, "backoff_s": 0.01, "max_backoff_s": 0.05}, **(model or {})},

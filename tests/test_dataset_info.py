@@ -147,7 +147,7 @@ def test_db_on_the_quickstart_sqlite(tmp_path, capsys):
     config.write_text(f"dataset_config: {DEMO / 'greenleaf_sqlite.jsonl'}\nsetup_directory: {DEMO / 'setup'}\n"
                       f"dialects: [sqlite]\nmodel_config: simulated:oracle\nembedded: {{data_dir: {tmp_path / 'data'}}}\n")
     (info,) = _db_json(config, capsys)
-    files = [p for p in tmp_path.rglob("greenleaf.*") if p.suffix != ".yaml"]  # built beside embedded.data_dir
+    files = [p for p in tmp_path.rglob("greenleaf.*") if p.suffix not in (".yaml", ".evalbench")]  # beside embedded.data_dir
     assert len(files) == 1, files
     with sqlite3.connect(files[0]) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]

@@ -10,9 +10,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 
-import sqlglot
-from sqlglot import expressions as exp
-
 Fingerprint = dict[str, tuple[int, str]]  # table (or "schema") -> (rows, hash)
 SCHEMA_KEY = "schema"
 
@@ -20,6 +17,9 @@ SCHEMA_KEY = "schema"
 def written_tables(statements: Sequence[str], dialect: str = "postgres") -> set[str] | None:
     """Names (lower case, unqualified) of the tables the statements write or define; None when a
     statement cannot be read (then every table must be covered)."""
+    import sqlglot  # here: engine processes use this module's digests without paying for sqlglot
+    from sqlglot import expressions as exp
+
     tables: set[str] = set()
     for statement in statements:
         try:

@@ -9,12 +9,19 @@ from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 
+MAX_ERROR_CHARS = 4000  # of an error message (an engine may quote a whole value in it)
+_MAX_BATCH = 1000  # rows fetched at once while reading a cursor
 _SCALAR_BYTES = 16  # numbers, dates, booleans, NULL: about what a Python object of them costs
 
 
 def value_bytes(value: Any, depth: int = 0) -> int:
     """An estimate of what ``value`` costs to hold: the length of text and bytes, a constant for
     other scalars, the sum over the items of arrays and JSON documents (depth-limited)."""
+    kind = type(value)
+    if kind is str or kind is bytes:  # the common cases first: this runs for every value read
+        return len(value)
+    if kind is int or kind is float or value is None:
+        return _SCALAR_BYTES
     if isinstance(value, str):
         return len(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -27,7 +34,7 @@ def value_bytes(value: Any, depth: int = 0) -> int:
 
 
 def row_bytes(row: Iterable[Any]) -> int:
-    return sum(value_bytes(v) for v in row)
+    return sum(map(value_bytes, row))
 
 
 class ResultCap:
@@ -46,7 +53,7 @@ class ResultCap:
         if len(self.rows) >= self.max_rows:
             self.truncated = True
             return False
-        kept = tuple(row)
+        kept = row if type(row) is tuple else tuple(row)
         size = row_bytes(kept)
         if self.bytes + size > self.max_bytes:
             self.truncated = self.cut_at_bytes = True
@@ -58,6 +65,18 @@ class ResultCap:
     def extend(self, rows: Iterable[Iterable[Any]]) -> bool:
         """``add`` each row until one does not fit; False when one did not."""
         return all(self.add(row) for row in rows)
+
+    def read(self, cursor: Any) -> None:
+        """Add the rows of a DB-API ``cursor`` until a cap is reached or it has no more, fetching
+        a few at a time (as many as the bytes left would hold at the size of the rows so far):
+        what is fetched past a cap is at most one small batch."""
+        batch = 1
+        while True:
+            rows = cursor.fetchmany(batch)
+            if not rows or not self.extend(rows) or len(rows) < batch:
+                return
+            average = max(1, self.bytes // len(self.rows))
+            batch = max(1, min(_MAX_BATCH, (self.max_bytes - self.bytes) // average, self.max_rows - len(self.rows) + 1))
 
     def fill(self, result: ExecutionResult) -> None:
         """Put the kept rows on ``result``."""

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from evalbench.backends import build_record
 from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
-from evalbench.backends.duckdb.files import PROVISIONING_VERSION, database_file, provision_file, read_mark
+from evalbench.backends.duckdb.files import database_file, is_current, provision_file
 from evalbench.backends.duckdb.sandbox import DuckDBSandbox
 from evalbench.backends.setup import SetupFiles
 from evalbench.errors import ProvisioningError
@@ -51,12 +52,12 @@ class DuckDBBackend:
                 raise DatabaseUnavailable(f"{path} cannot be opened as a DuckDB database: {str(exc).splitlines()[0]}") from None
             if setup is None:
                 return f"duckdb/{config.database_name}: {path} used as is"
-            mark = read_mark(path)
-            if mark is None and not config.allow_destructive_setup:
+            record = build_record.read(path, "duckdb")
+            if record is None and not config.allow_destructive_setup:
                 raise ProvisioningError(f"{path} exists and was not built by evalbench; set allow_destructive_setup: true "
                                         "in its db config to let evalbench replace it, or leave it out of setup_directory")
-            state = "is up to date" if mark == setup.checksum(PROVISIONING_VERSION) else "will be rebuilt from its setup"
-            return f"duckdb/{config.database_name}: {path} {state}"
+            current = is_current(config, path, setup)
+            return f"duckdb/{config.database_name}: {path} {'is up to date' if current else 'will be rebuilt from its setup'}"
         if setup is None:
             raise ProvisioningError(f"duckdb database {path} does not exist and there is no setup for {config.database_name!r}")
         return f"duckdb/{config.database_name}: {path} will be created from its setup"

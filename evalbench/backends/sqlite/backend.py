@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
 from evalbench.backends.setup import SetupFiles
-from evalbench.backends.sqlite.files import database_file, provision_file, read_marks
+from evalbench.backends.sqlite.files import database_file, is_current, provision_file, read_marks
 from evalbench.backends.sqlite.sandbox import SQLiteSandbox
 from evalbench.errors import ProvisioningError
 
@@ -45,7 +45,10 @@ class SQLiteBackend:
         if path.exists():
             if read_marks(path) is None:
                 raise DatabaseUnavailable(f"{path} is not a SQLite database")
-            return f"sqlite/{config.database_name}: {path} " + ("will be rebuilt from its setup if it changed" if setup else "used as is")
+            if setup is None:
+                return f"sqlite/{config.database_name}: {path} used as is"
+            current = is_current(config, path, setup)
+            return f"sqlite/{config.database_name}: {path} {'is up to date' if current else 'will be rebuilt from its setup'}"
         if setup is None:
             raise ProvisioningError(f"sqlite database {path} does not exist and there is no setup for {config.database_name!r}")
         return f"sqlite/{config.database_name}: {path} will be created from its setup"

@@ -1,9 +1,11 @@
 """Where a SQLite database file lives and how it is built from a setup directory.
 
 A database built by evalbench is marked (``PRAGMA application_id``) and carries a short form of
-its setup's checksum (``PRAGMA user_version``): an unchanged setup is reused, a changed one is
-rebuilt, and a file evalbench did not build is never overwritten unless the db config says
-``allow_destructive_setup``. A build goes to a temporary file renamed into place, so a reader
+its setup's checksum (``PRAGMA user_version``); its sidecar record ``<file>.evalbench``
+(:mod:`evalbench.backends.build_record`) keeps the checksum and the catalog the build left. An
+unchanged setup is reused when the catalog is still the one built (else refused, naming what
+changed, or rebuilt with ``allow_destructive_setup``), a changed one is rebuilt, and a file
+evalbench did not build is never overwritten unless the db config says ``allow_destructive_setup``. A build goes to a temporary file renamed into place, so a reader
 never sees half a database and two runs building at once both end with a whole one.
 """
 
@@ -14,11 +16,13 @@ import sqlite3
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from evalbench.backends import dbfile
+from evalbench.backends import build_record, dbfile
 from evalbench.backends.base import Provisioned
+from evalbench.backends.build_record import Catalog, definition
 from evalbench.backends.setup import SetupFiles, load_csv
-from evalbench.backends.sqlite.sandbox import DENIED_FUNCTIONS
+from evalbench.backends.sqlite.engine import DENIED_FUNCTIONS
 from evalbench.errors import ProvisioningError
 
 if TYPE_CHECKING:
@@ -49,6 +53,43 @@ def read_marks(path: Path) -> tuple[int, int] | None:
         return None
 
 
+def catalog(path: Path) -> Catalog:
+    """What the database holds: each object's definition, each table's rows, each
+    ``AUTOINCREMENT`` counter, and the file's change counter (every commit moves it)."""
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+        try:
+            found: Catalog = {f"{kind} {name}": definition(sql)
+                              for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master")}
+            tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                (rows,) = conn.execute(f'SELECT count(*) FROM "{table.replace(chr(34), chr(34) * 2)}"').fetchone()
+                found[f"rows of {table}"] = f"{rows} rows"
+            if "sqlite_sequence" in tables:
+                for name, value in conn.execute("SELECT name, seq FROM sqlite_sequence"):
+                    found[f"counter of {name}"] = f"last value {value}"
+        finally:
+            conn.close()
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except (sqlite3.Error, OSError) as exc:
+        raise ProvisioningError(f"{path} cannot be read as a SQLite database: {exc}") from None
+    if len(header) == 100 and header[18] == 1:  # a rollback journal: commits move the counter (not in WAL mode)
+        found["file"] = f"change counter {int.from_bytes(header[24:28], 'big')}"
+    return found
+
+
+def is_current(config: DatabaseConfig, path: Path, setup: SetupFiles) -> bool:
+    """Whether ``path`` was built from ``setup`` and is unchanged since; ProvisioningError naming
+    what changed when it was changed (unless ``allow_destructive_setup``: then False)."""
+    checksum = setup.checksum(PROVISIONING_VERSION)
+    if not path.exists() or read_marks(path) != (APPLICATION_ID, stamp(checksum)):
+        return False
+    record = build_record.read(path, "sqlite")
+    return record is not None and record.get("checksum") == checksum and \
+        build_record.check(path, record, catalog(path), config.allow_destructive_setup)
+
+
 def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None) -> Provisioned:
     """Build ``path`` from ``setup`` unless it is already built from it; with no setup, the file
     must exist and is used as it is."""
@@ -58,9 +99,9 @@ def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None)
                                     f"{config.database_name!r} (set setup_directory, or database_path to its folder)")
         return Provisioned(action="external", handle=path)
     checksum = setup.checksum(PROVISIONING_VERSION)
-    marks = read_marks(path) if path.exists() else None
-    if marks == (APPLICATION_ID, stamp(checksum)):
+    if is_current(config, path, setup):
         return Provisioned(action="reused", checksum=checksum, handle=path)
+    marks = read_marks(path) if path.exists() else None
     if path.exists() and (marks is None or marks[0] != APPLICATION_ID) and not config.allow_destructive_setup:
         raise ProvisioningError(f"{path} exists and was not built by evalbench; set allow_destructive_setup: true in "
                                 "its db config to let evalbench replace it, or leave it out of setup_directory to use it as is")
@@ -70,7 +111,9 @@ def provision_file(config: DatabaseConfig, path: Path, setup: SetupFiles | None)
     draft.unlink(missing_ok=True)
     try:
         tables, rows = build(draft, setup, checksum)
+        built = catalog(draft)
         os.replace(draft, path)
+        build_record.write(path, PROVISIONING_VERSION, checksum, built)  # missing or stale: the file is rebuilt
     finally:
         draft.unlink(missing_ok=True)
     return Provisioned(action=action, checksum=checksum, tables_loaded=tables, rows_loaded=rows, handle=path)
