@@ -22,7 +22,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from evalbench.conversation import Phase, PhaseRecord
@@ -42,9 +41,10 @@ def db_blog(request: pytest.FixtureRequest, pgdata: Path):
     (PostgreSQL 15 on 127.0.0.1 in CI: the server the corpus was judged on, XML support included)."""
     import os
 
+    from evalbench.backends.base import SandboxLimits
+    from evalbench.backends.postgres.backend import open_sandbox
     from evalbench.backends.postgres.provision import find_setup, provision
-    from evalbench.backends.postgres.sandbox import Sandbox
-    from evalbench.backends.postgres.target import libpq_conninfo, resolve_target
+    from evalbench.backends.postgres.target import resolve_target
     from evalbench.config import DatabaseConfig
 
     root = shared_dataset("db_blog")
@@ -57,12 +57,13 @@ def db_blog(request: pytest.FixtureRequest, pgdata: Path):
         config = DatabaseConfig(database_name="db_blog")
     target = resolve_target(config, pgdata)
     report = provision(target, find_setup(root / "setup", "db_blog", "postgres"))
-    with psycopg.connect(libpq_conninfo(target.url()), autocommit=True) as admin:  # as the corpus was judged
-        admin.execute("ALTER DATABASE db_blog SET timezone TO 'UTC'")
-    sandbox = Sandbox(libpq_conninfo(target.url(user=report.sandbox_user)), pool_size=2, statement_timeout_s=30,
-                      max_rows=10_000)
-    yield sandbox
-    sandbox.close()
+    # the sessions' time zone as the corpus was judged (libpq sends PGTZ); not ALTER DATABASE, which
+    # would change the database setup made, and a later run would rightly refuse to reuse it
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PGTZ", "UTC")
+        sandbox = open_sandbox(target, report, SandboxLimits(pool_size=2, statement_timeout_s=30, max_rows=10_000))
+        yield sandbox
+        sandbox.close()
 
 
 def verdict(sandbox: Any, case: dict[str, Any], scorer: Any) -> tuple[bool, str]:

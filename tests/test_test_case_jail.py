@@ -34,7 +34,8 @@ def conninfo(pgdata) -> str:
 
     target = resolve_target(DatabaseConfig(database_name="greenleaf"), pgdata)
     report = provision(target, find_setup(DEMO / "setup", "greenleaf", "postgres"))
-    return libpq_conninfo(target.url(user=report.sandbox_user))
+    writer = report.logins.writer  # test cases run as the role agent SQL that writes runs as
+    return libpq_conninfo(target.url(user=writer.user, password=writer.password))
 
 
 @pytest.fixture(scope="module")
