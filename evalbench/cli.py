@@ -419,6 +419,7 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
 
     from evalbench.errors import ConfigError
     from evalbench.report_console import print_summary
+    from evalbench.run_lock import hold_run_lock
     from evalbench.run_manifest import make_run_id
     from evalbench.workers import run_workers
 
@@ -432,7 +433,8 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
                               f"(or continue it with --resume {run_dir} {how})")
     raw = args.raw_argv
     argv = raw[raw.index("run") + 1:]
-    with _sigterm_as_interrupt():
+    # held while this process or any worker lives (the workers inherit it): see evalbench.run_lock
+    with _sigterm_as_interrupt(), hold_run_lock(run_dir, "resuming it" if args.resume else "starting a run there") as lock:
         if args.executor == "ray":
             from evalbench.ray_executor import run_ray
             from evalbench.worker_count import shard_cap
@@ -440,7 +442,8 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
             code, summary = run_ray(argv, run_dir, shards=args.workers, address=args.ray_address, resume=bool(args.resume),
                                     retry_errors=args.retry_errors, max_shards=None if args.resume else shard_cap(config))
         else:
-            code, summary = run_workers(argv, run_dir, args.workers, resume=bool(args.resume), progress=not args.no_progress)
+            code, summary = run_workers(argv, run_dir, args.workers, resume=bool(args.resume), progress=not args.no_progress,
+                                        lock=lock)
     if summary is None:
         return code
     print_summary(summary, run_dir, sys.stdout)
@@ -628,10 +631,12 @@ def _merge(args: argparse.Namespace) -> int:
 
     from evalbench.report_console import print_summary
     from evalbench.results.merge import merge_shards
+    from evalbench.run_lock import hold_run_lock
 
     run_dir = Path(args.out_dir)
     thresholds = _thresholds(args)
-    summary = merge_shards(run_dir, [Path(shard) for shard in args.shards], html=not args.no_html)
+    with hold_run_lock(run_dir, "merging into it"):
+        summary = merge_shards(run_dir, [Path(shard) for shard in args.shards], html=not args.no_html)
     print_summary(summary, run_dir, sys.stdout)
     return _verdict(args, summary, run_dir, thresholds, cancelled=False)
 

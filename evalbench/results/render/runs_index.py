@@ -14,12 +14,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.errors import EvalbenchError
+from evalbench.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.html_page import format_stamp
 
 RUN_FILES = ("manifest.json", JOURNAL, "summary.json")
@@ -124,19 +126,17 @@ def read_entry(path: Path) -> RunEntry:
 
 
 def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
-    if not path.is_file():
+    """The run's manifest.json or summary.json, checked as every reader checks it (:mod:`~evalbench.results.journal.shapes`);
+    None, with the problem noted, when it is missing or wrong."""
+    if not os.path.lexists(path):
         if path.name == "manifest.json":
             entry.problems.append("no manifest.json")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        entry.problems.append(f"{path.name} is unreadable ({_short(exc)})")
+        return read_manifest(path.parent) if path.name == "manifest.json" else read_summary(path.parent)
+    except RunDirError as exc:
+        entry.problems.append(f"{path.name} is unreadable ({_short(exc.message if exc.key is None else f'{exc.key}: {exc.message}')})")
         return None
-    if not isinstance(data, dict):
-        entry.problems.append(f"{path.name} is not a JSON object")
-        return None
-    return data
 
 
 def _rebuilt_summary(path: Path, entry: RunEntry) -> dict[str, Any] | None:
@@ -200,7 +200,7 @@ def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _short(exc: BaseException) -> str:
+def _short(exc: BaseException | str) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 120 else text[:117] + "..."
 
