@@ -80,17 +80,24 @@ class RunWriter:
         self._scores = csv.writer(self._scores_file)
         self._scores_write(lambda: self._scores.writerow(SCORES_COLUMNS))
         self.resumed = None
-        if resume:  # the finished conversations count as if this process had run them
-            from evalbench.resume import RUN_AGAIN, repair_journal
-
-            try:
-                self.resumed = repair_journal(run_dir, self._replay, run_again or RUN_AGAIN)
-            except OSError as exc:
-                raise OutputError(self._journal_path, exc) from None
-        # unbuffered: each record is written by os.write as one whole line (or cut off again, see _append)
-        self._journal_fd: int | None = self._open(
-            self._journal_path, lambda: open_append(self._journal_path))
+        try:
+            if resume:
+                self.resumed = self._repair(run_again)
+            # unbuffered: each record is written by os.write as one whole line (or cut off again, see _append)
+            self._journal_fd: int | None = self._open(self._journal_path, lambda: open_append(self._journal_path))
+        except BaseException:  # a journal that cannot be read or written (RunDirError, OutputError): nothing left open
+            self._scores_file.close()
+            raise
         self._journal_size = os.fstat(self._journal_fd).st_size
+
+    def _repair(self, run_again: frozenset[str] | None) -> Any:
+        """Resume: the journal repaired; its finished conversations count as if this process had run them."""
+        from evalbench.resume import RUN_AGAIN, repair_journal
+
+        try:
+            return repair_journal(self.run_dir, self._replay, run_again or RUN_AGAIN)
+        except OSError as exc:
+            raise OutputError(self._journal_path, exc) from None
 
     @staticmethod
     def _open(path: Path, opener: Callable[[], Any]) -> Any:

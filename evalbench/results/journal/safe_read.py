@@ -54,6 +54,8 @@ def open_run_file(run_dir: Path, name: str, *, missing_ok: bool = False,
         base = Path(run_dir).resolve(strict=True)
         real = path.resolve(strict=True)
     except FileNotFoundError:
+        if os.path.lexists(path):
+            raise RunDirError("a symlink to nothing: refused", file=str(path)) from None
         if missing_ok and Path(run_dir).is_dir():
             yield None
             return

@@ -13,6 +13,7 @@ need); the readers go on using the dicts, which are then known to have these typ
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -161,9 +162,9 @@ class RecordShape(_Shape):
     elapsed_s: Number | None = None
     reward: Number | None = None
     leaks: Count | None = None
-    sessions_opened: Count | None = None
+    sessions_opened: Count = 1
     stage_seconds: dict[str, Number] | None = None
-    tokens: dict[str, Count | None] | None = None
+    tokens: dict[str, Count] | None = None
     tools: dict[str, Count] | None = None
     simulator: dict[str, Any] | None = None
     diagnosis: DiagnosisShape | None = None
@@ -204,6 +205,20 @@ class DatasetShape(_Shape):
     subset: SubsetShape | None = None
 
 
+class ConfigShape(_Shape):
+    """``manifest.json → config`` (the run's config snapshot): the keys read from it without the
+    config model (``--resume``'s comparison, ``compare``, configs.csv, ``rescore``)."""
+
+    scorers: dict[str, Any] | None = None
+    trials: Annotated[int, Field(ge=1, le=MAX_COUNT)] | None = None
+    subset: dict[str, Any] | None = None
+    run_id: Text = None
+    reporting: dict[str, Any] | None = None
+    model_config_: dict[str, Any] | str | None = Field(default=None, alias="model_config")
+    vuser_model_config: dict[str, Any] | None = None
+    database_configs: list[Any] | None = None
+
+
 class SessionShape(_Shape):
     started_at: Text = None
     finished_at: Text = None
@@ -221,7 +236,7 @@ class SummaryExtraShape(_Shape):
     conversations_per_s: Number | None = None
     dataset: dict[str, Any] | None = None
     record_errors: list[str] | None = None
-    databases: dict[str, Any] | None = None
+    databases: dict[str, dict[str, Any]] | None = None
     cancelled: bool | None = None
     sessions: Count | None = None
     scoring: dict[str, Any] | None = None
@@ -234,8 +249,13 @@ class ManifestShape(_Shape):
     run_id: Text = None
     created_at: Text = None
     finished_at: Text = None
+    evalbench_version: Text = None
+    git_sha: Text = None
+    python: Text = None
+    platform: Text = None
+    packages: dict[str, Text] | None = None
     config_file: Text = None
-    config: dict[str, Any] | None = None
+    config: ConfigShape | None = None
     config_fingerprint: Text = None
     seed: int | None = None
     dataset: DatasetShape | None = None
@@ -246,9 +266,11 @@ class ManifestShape(_Shape):
     scoring: dict[str, Any] | None = None
     sessions: list[SessionShape] | None = None
     summary_extra: SummaryExtraShape | None = None
-    databases: dict[str, Any] | None = None
+    databases: dict[str, dict[str, Any]] | None = None
     merged_from: list[str] | None = None
     command: list[str] | None = None
+    scorer_details: dict[str, Any] | None = None
+    rescored_from: dict[str, Any] | None = None
 
 
 class RateShape(_Shape):
@@ -296,9 +318,9 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
 
 def _checked(model: type[_Shape], run_dir: Path, name: str, what: str, *, missing_ok: bool) -> dict[str, Any] | None:
     where = str(Path(run_dir) / name)
-    data = read_json(run_dir, name, missing_ok=missing_ok)
-    if data is None and missing_ok:
+    if missing_ok and Path(run_dir).is_dir() and not os.path.lexists(where):
         return None
+    data = read_json(run_dir, name)
     if not isinstance(data, dict):
         raise RunDirError(f"expected a JSON object ({what}), got {json_type(data)}", file=where)
     try:

@@ -21,6 +21,7 @@ from typing import Any
 
 from evalbench.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.safe_read import open_run_file
 from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.html_page import format_stamp
 
@@ -177,9 +178,21 @@ def _from_summary(entry: RunEntry, summary: dict[str, Any]) -> None:
         entry.total = summary["total_items"]
 
 
+def _journal_problem(path: Path) -> str | None:
+    """What is wrong with the run's journal as a file (missing, a FIFO, a symlink out of the folder...), or None."""
+    if not os.path.lexists(path / JOURNAL):
+        return f"no {JOURNAL}"
+    try:
+        with open_run_file(path, JOURNAL):
+            return None
+    except RunDirError as exc:
+        return f"{JOURNAL}: {exc.message}"
+
+
 def _status(path: Path, entry: RunEntry, summary: dict[str, Any] | None) -> str:
-    if not (path / JOURNAL).is_file():
-        return f"broken: no {JOURNAL}" + (f"; {entry.problems[0]}" if entry.problems else "")
+    journal = _journal_problem(path)
+    if journal is not None:
+        return f"broken: {journal}" + (f"; {entry.problems[0]}" if entry.problems else "")
     if summary is None:
         return "broken: " + (entry.problems[-1] if entry.problems else "no summary")
     completeness = summary.get("completeness")
