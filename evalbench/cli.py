@@ -483,6 +483,7 @@ def _subset_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, Any] | None]:
+    import os
     from pathlib import Path
 
     from evalbench.errors import ConfigError
@@ -495,7 +496,7 @@ def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[st
         raise ConfigError("--max-regression needs --baseline RUN_DIR")
     if args.baseline:
         path = Path(args.baseline) / "summary.json"
-        if not path.is_file():
+        if not os.path.lexists(path):  # anything else there is refused, naming it, by _read_baseline
             raise ConfigError(f"--baseline {args.baseline}: no summary.json there (is it a run directory?)")
         baseline = _read_baseline(path)
     if args.max_infra_errors < 0:
@@ -509,12 +510,18 @@ def _read_baseline(path: Any) -> dict[str, Any]:
     file (and its line or key), exit 2 — never a traceback."""
     import json
 
-    from evalbench.errors import ConfigError
+    from evalbench.errors import ConfigError, RunDirError
+    from evalbench.results.journal.safe_read import MAX_JSON_BYTES, open_run_file, too_deep
+    from evalbench.results.journal.shapes import json_type
 
     where = str(path)
     hint = "; is --baseline a run directory written by evalbench? (`evalbench report RUN_DIR` rewrites its summary.json)"
-    try:
-        raw = path.read_bytes()
+    try:  # a regular file of the run directory, read up to a cap (a FIFO or /dev/zero would never end)
+        with open_run_file(path.parent, path.name, max_bytes=MAX_JSON_BYTES) as handle:
+            assert handle is not None
+            raw = handle.read(MAX_JSON_BYTES + 1)
+    except RunDirError as exc:
+        raise ConfigError(f"--baseline: {exc.message}", file=where) from None
     except OSError as exc:
         raise ConfigError(f"--baseline: cannot read the file: {exc.strerror or exc}", file=where) from None
     try:
@@ -529,22 +536,12 @@ def _read_baseline(path: Any) -> dict[str, Any]:
                           file=where, line=exc.lineno) from None
     except RecursionError:
         raise ConfigError(f"--baseline: not valid JSON (nested too deeply){hint}", file=where) from None
+    if too_deep(data):
+        raise ConfigError(f"--baseline: not valid JSON (nested too deeply){hint}", file=where)
     if not isinstance(data, dict):
-        raise ConfigError(f"--baseline: expected a JSON object (a run summary), got {_json_type(data)}{hint}", file=where)
+        raise ConfigError(f"--baseline: expected a JSON object (a run summary), got {json_type(data)}{hint}", file=where)
     _check_baseline_shape(data, where)
     return data
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
@@ -553,9 +550,10 @@ def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
     from typing import NoReturn
 
     from evalbench.errors import ConfigError
+    from evalbench.results.journal.shapes import json_type
 
     def fail(key: str, expected: str, value: Any) -> NoReturn:
-        raise ConfigError(f"--baseline: expected {expected}, got {_json_type(value)}", file=where, key=key)
+        raise ConfigError(f"--baseline: expected {expected}, got {json_type(value)}", file=where, key=key)
 
     def mapping(value: Any, key: str, *, null: bool = True) -> dict[str, Any]:
         if value is None and null:

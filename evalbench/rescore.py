@@ -14,7 +14,6 @@ The source directory is only read. The new manifest says where the run came from
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import secrets
@@ -152,9 +151,11 @@ def _warn_differences(manifest: dict[str, Any], config: Any) -> None:
     """Warn about what makes the replay leave the recorded path: a changed dataset file, or a
     setting that decides which turns are asked."""
     recorded = (manifest.get("dataset") or {}).get("sha256")
-    if recorded:
-        digest = hashlib.sha256(Path(config.dataset_config).read_bytes()).hexdigest()
-        if digest != recorded:
+    # the path comes from the source's manifest: only a regular file is hashed (the run then reads the dataset itself)
+    if recorded and Path(config.dataset_config).is_file():
+        from evalbench.run_manifest import file_sha256
+
+        if file_sha256(Path(config.dataset_config)) != recorded:
             log.warning("the dataset file %s changed since the source run: its current golden SQL and conditions are "
                         "used", config.dataset_config)
     old, new = manifest.get("config") or {}, config.snapshot()

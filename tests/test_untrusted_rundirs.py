@@ -302,6 +302,17 @@ def test_the_lock_file_cannot_be_used_to_write_elsewhere(runs, tmp_path, capsys)
     assert victim.read_text(encoding="utf-8") == "keep me\n"
 
 
+def test_a_resume_of_a_run_with_absurdly_many_shards_starts_no_process(runs, tmp_path, capsys):
+    """``--resume`` counts the run's shards to start as many workers: past a bound (64, or 4 per
+    core) the run directory is a fork bomb, not a run, and ``--workers N`` must say how many."""
+    dirs = _case(runs, tmp_path)
+    for i in range(1, 202):
+        (dirs["run"] / "shards" / f"base-shard-{i}").mkdir(parents=True)
+    code, _, err = _invoke(COMMANDS["resume"](dirs), capsys)
+    assert code == 2 and f"{dirs['run'] / 'shards'} holds more than" in err and "--workers N" in err, err
+    assert not list((dirs["run"] / "shards").glob("*.log"))  # no worker was started
+
+
 # --------------------------------------------------------------------------- the fuzz
 
 
