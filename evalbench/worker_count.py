@@ -37,14 +37,17 @@ def auto_workers(config: Any, shard: str | None, resume: Path | None) -> int:
 
 
 def resumed_workers(run_dir: Path) -> int:
-    """How many workers ``run_dir`` was run with: its shards ``<run>-shard-1``, ``-2``, ... (1 when
+    """How many workers ``run_dir`` was run with: the shard folders in ``run_dir/shards`` (1 when
     it has none). The run directory may come from anywhere: past :func:`max_resumed_workers` shards
     (a fork bomb, not a run) ``--workers N`` must say how many."""
     shards, count, most = run_dir / "shards", 0, max_resumed_workers()
-    while (shards / f"{run_dir.name}-shard-{count + 1}").is_dir():
-        count += 1
-        if count > most:
-            raise ConfigError(f"{shards} holds more than {most} shards: resume it with --workers N (as many as it has)")
+    if not shards.is_dir():
+        return 1
+    for entry in shards.iterdir():
+        if entry.is_dir() and not entry.name.startswith("."):  # not a Ray shard being unpacked
+            count += 1
+            if count > most:
+                raise ConfigError(f"{shards} holds more than {most} shards: resume it with --workers N (as many as it has)")
     return max(count, 1)
 
 
