@@ -429,6 +429,7 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
 
     from evalbench.errors import ConfigError
     from evalbench.report_console import print_summary
+    from evalbench.run_lock import hold_run_lock
     from evalbench.run_manifest import make_run_id
     from evalbench.workers import run_workers
 
@@ -442,7 +443,8 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
                               f"(or continue it with --resume {run_dir} {how})")
     raw = args.raw_argv
     argv = raw[raw.index("run") + 1:]
-    with _sigterm_as_interrupt():
+    # held while this process or any worker lives (the workers inherit it): see evalbench.run_lock
+    with _sigterm_as_interrupt(), hold_run_lock(run_dir, "resuming it" if args.resume else "starting a run there") as lock:
         if args.executor == "ray":
             from evalbench.ray_executor import run_ray
             from evalbench.worker_count import shard_cap
@@ -450,7 +452,8 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
             code, summary = run_ray(argv, run_dir, shards=args.workers, address=args.ray_address, resume=bool(args.resume),
                                     retry_errors=args.retry_errors, max_shards=None if args.resume else shard_cap(config))
         else:
-            code, summary = run_workers(argv, run_dir, args.workers, resume=bool(args.resume), progress=not args.no_progress)
+            code, summary = run_workers(argv, run_dir, args.workers, resume=bool(args.resume), progress=not args.no_progress,
+                                        lock=lock)
     if summary is None:
         return code
     print_summary(summary, run_dir, sys.stdout)
@@ -490,6 +493,7 @@ def _subset_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, Any] | None]:
+    import os
     from pathlib import Path
 
     from evalbench.errors import ConfigError
@@ -502,7 +506,7 @@ def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[st
         raise ConfigError("--max-regression needs --baseline RUN_DIR")
     if args.baseline:
         path = Path(args.baseline) / "summary.json"
-        if not path.is_file():
+        if not os.path.lexists(path):  # anything else there is refused, naming it, by _read_baseline
             raise ConfigError(f"--baseline {args.baseline}: no summary.json there (is it a run directory?)")
         baseline = _read_baseline(path)
     if args.max_infra_errors < 0:
@@ -516,13 +520,18 @@ def _read_baseline(path: Any) -> dict[str, Any]:
     file (and its line or key), exit 2 — never a traceback."""
     import json
 
-    from evalbench.errors import ConfigError
+    from evalbench.errors import ConfigError, RunDirError
     from evalbench.json_types import json_type
+    from evalbench.results.journal.safe_read import MAX_JSON_BYTES, open_run_file, too_deep
 
     where = str(path)
     hint = "; is --baseline a run directory written by evalbench? (`evalbench report RUN_DIR` rewrites its summary.json)"
-    try:
-        raw = path.read_bytes()
+    try:  # a regular file of the run directory, read up to a cap (a FIFO or /dev/zero would never end)
+        with open_run_file(path.parent, path.name, max_bytes=MAX_JSON_BYTES) as handle:
+            assert handle is not None
+            raw = handle.read(MAX_JSON_BYTES + 1)
+    except RunDirError as exc:
+        raise ConfigError(f"--baseline: {exc.message}", file=where) from None
     except OSError as exc:
         raise ConfigError(f"--baseline: cannot read the file: {exc.strerror or exc}", file=where) from None
     try:
@@ -537,6 +546,8 @@ def _read_baseline(path: Any) -> dict[str, Any]:
                           file=where, line=exc.lineno) from None
     except RecursionError:
         raise ConfigError(f"--baseline: not valid JSON (nested too deeply){hint}", file=where) from None
+    if too_deep(data):
+        raise ConfigError(f"--baseline: not valid JSON (nested too deeply){hint}", file=where)
     if not isinstance(data, dict):
         raise ConfigError(f"--baseline: expected a JSON object (a run summary), got {json_type(data)}{hint}", file=where)
     _check_baseline_shape(data, where)
@@ -628,10 +639,12 @@ def _merge(args: argparse.Namespace) -> int:
 
     from evalbench.report_console import print_summary
     from evalbench.results.merge import merge_shards
+    from evalbench.run_lock import hold_run_lock
 
     run_dir = Path(args.out_dir)
     thresholds = _thresholds(args)
-    summary = merge_shards(run_dir, [Path(shard) for shard in args.shards], html=not args.no_html)
+    with hold_run_lock(run_dir, "merging into it"):
+        summary = merge_shards(run_dir, [Path(shard) for shard in args.shards], html=not args.no_html)
     print_summary(summary, run_dir, sys.stdout)
     return _verdict(args, summary, run_dir, thresholds, cancelled=False)
 

@@ -43,3 +43,9 @@ class ProvisioningError(EvalbenchError):
 class SandboxError(ProvisioningError):
     """Agent SQL cannot run as an unprivileged sandbox role on this server: the run stops before
     running anything there (it never falls back to the admin connection)."""
+
+
+class RunDirError(ConfigError):
+    """A file of a run or shard directory cannot be read as evalbench wrote it (missing, not a
+    regular file, a symlink leading out of the folder, too large, not UTF-8 JSON, nested too
+    deeply, a value of the wrong type): the message names the file (and the key); exit 2."""

@@ -33,8 +33,10 @@ from evalbench.dataset.shard import parse_shard
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
 from evalbench.ratelimit import split_between
 from evalbench.results.journal.rundir import RunWriter
+from evalbench.results.journal.shapes import read_manifest
 from evalbench.results.render.reports import ReportSet
-from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, check_resumable, read_manifest
+from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, check_resumable
+from evalbench.run_lock import hold_run_lock
 from evalbench.run_manifest import build_manifest, file_sha256, make_run_id, with_session
 from evalbench.scheduler import Scheduler
 from evalbench.scoring import test_case_runner
@@ -136,17 +138,19 @@ def _run(config: RunConfig, strict: bool, progress: bool, out: TextIO | None, re
     items = load_items(config, strict)
     parts = build_parts(config, items)
     place = choose_run_directory(config, items, resume, retry_errors)
-    manifest = start_manifest(config, items, parts, place, session, retry_errors)
-    journal = open_journal(config, place, manifest, parts, retry_errors, reports)
-    session["resumed_with"] = len(journal.done)
-    journal.writer.write_manifest(manifest)
-    print(f"evalbench: run {place.run_id}: {_items_header(items.scan.total, items.subset, config.trials)}; "
-          f"{parts.plan.header(items.scan.format)}", file=out or sys.stdout, flush=True)
-    cancelled, provisioned = evaluate(config, items, parts, journal, place, progress, agent_down_after)
-    session |= {"finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "elapsed_s": round(time.monotonic() - started, 3),
-                "conversations": journal.writer.summary.total - len(journal.done), "cancelled": cancelled}
-    summary = finish(items, parts, place, manifest, journal, provisioned, cancelled)
-    return RunResult(place.run_id, place.run_dir, summary, items.scan.errors, cancelled)
+    # no other process (nor a worker of one) writes the run directory while this one does
+    with hold_run_lock(place.run_dir, "resuming it" if resume is not None else "starting a run there"):
+        manifest = start_manifest(config, items, parts, place, session, retry_errors)
+        journal = open_journal(config, place, manifest, parts, retry_errors, reports)
+        session["resumed_with"] = len(journal.done)
+        journal.writer.write_manifest(manifest)
+        print(f"evalbench: run {place.run_id}: {_items_header(items.scan.total, items.subset, config.trials)}; "
+              f"{parts.plan.header(items.scan.format)}", file=out or sys.stdout, flush=True)
+        cancelled, provisioned = evaluate(config, items, parts, journal, place, progress, agent_down_after)
+        session |= {"finished_at": dt.datetime.now(dt.timezone.utc).isoformat(), "elapsed_s": round(time.monotonic() - started, 3),
+                    "conversations": journal.writer.summary.total - len(journal.done), "cancelled": cancelled}
+        summary = finish(items, parts, place, manifest, journal, provisioned, cancelled)
+        return RunResult(place.run_id, place.run_dir, summary, items.scan.errors, cancelled)
 
 
 def load_items(config: RunConfig, strict: bool) -> Items:

@@ -10,7 +10,6 @@ Ray is imported here only, when the executor is chosen; see docs/scaling.md.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -23,10 +22,12 @@ from typing import Any
 from evalbench.errors import ConfigError, EvalbenchError
 from evalbench.ray_shard import ShardResult, ShardTask, pack, run_shard, unpack
 from evalbench.redaction import redact_text
+from evalbench.results.journal.files import open_append
 from evalbench.results.journal.reader import read_journal
+from evalbench.results.journal.shapes import read_manifest
 from evalbench.results.merge import merge_shards
 from evalbench.results.summary.rebuild import completeness
-from evalbench.resume import RETRY_ERRORS, RUN_AGAIN, read_manifest
+from evalbench.resume import RETRY_ERRORS, RUN_AGAIN
 
 RETRIES = 3  # attempts after a lost worker or node; a shard that exits with an error is not retried
 
@@ -87,8 +88,8 @@ def _resumed_split(shards_dir: Path, run_name: str, shards: int | None) -> int:
     """The number of shards of the run being resumed, read from its shards' manifests."""
     splits = set()
     for manifest in shards_dir.glob(f"{run_name}-shard-*/manifest.json"):
-        shard = ((json.loads(manifest.read_text(encoding="utf-8-sig")).get("dataset") or {}).get("subset") or {}).get("shard")
-        if shard:
+        shard = ((read_manifest(manifest.parent).get("dataset") or {}).get("subset") or {}).get("shard")
+        if shard:  # checked by read_manifest: i/n with n <= shapes.MAX_SHARDS
             splits.add(int(str(shard).split("/")[1]))
     if len(splits) > 1:
         raise ConfigError(f"{shards_dir} holds shards of different splits ({sorted(splits)}): not one run")
@@ -159,12 +160,12 @@ def _store(ray: Any, ref: Any, name: str, shards_dir: Path) -> tuple[int, str] |
     except ray.exceptions.TaskCancelledError:
         return (130, "was cancelled before it started")
     except ray.exceptions.RayError as exc:  # the task itself failed, or was lost for good (retries exhausted)
-        with log.open("a", encoding="utf-8") as out:
+        with open(open_append(log), "a", encoding="utf-8") as out:
             out.write(f"evalbench: the Ray task of shard {name} failed: {redact_text(str(exc))}\n")
         if isinstance(exc, ray.exceptions.RayTaskError):
             return (3, f"failed in its Ray task ({type(exc).__name__})")
         return (3, f"was lost ({type(exc).__name__}) after {RETRIES} retries")
-    with log.open("ab") as out:
+    with open(open_append(log), "ab") as out:
         out.write(result.log)
     if result.packed:
         _replace(shards_dir, name, result.packed)

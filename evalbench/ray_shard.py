@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import runpy
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalbench import lifeline
+from evalbench.errors import RunDirError
 from evalbench.redaction import redact_arg
 from evalbench.workers import worker_argv
 
@@ -69,8 +68,8 @@ def run_shard(task: ShardTask) -> ShardResult:
         if task.packed is not None:
             unpack(task.packed, base)
         argv = worker_argv(task.argv, task.shard, place, resume=task.packed is not None)
-        # the shard's process ends with this worker (Linux): a retry never races a lost attempt
-        command = [sys.executable, "-m", "evalbench.ray_shard", str(os.getpid()), "run", *argv]
+        # the shard's process ends with this Ray worker: a retry never races a lost attempt
+        command = lifeline.command(["run", *argv])
         with log_path.open("wb") as log:
             shown = " ".join(redact_arg(arg) for arg in command)  # the log is kept beside the run: no secrets
             log.write(f"evalbench: shard {task.shard} on node {node}: {shown}\n".encode())
@@ -97,11 +96,24 @@ def _wait(process: subprocess.Popen[bytes]) -> tuple[int, bool]:
         return process.wait(), True
 
 
+MAX_PACK_BYTES = 4 * 1024**3  # a shard's run directory sent through Ray's object store
+
+
 def pack(directory: Path) -> bytes:
-    """``directory`` as tar.gz bytes, its entries under its own name."""
+    """``directory`` as tar.gz bytes, its entries under its own name: its folders and regular
+    files only (a symlink, FIFO or device a resumed run directory may hold is left out, never
+    read), at most :data:`MAX_PACK_BYTES` in all (more is a RunDirError naming the folder)."""
+    total = sum(p.lstat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
+    if total > MAX_PACK_BYTES:
+        raise RunDirError(f"{total} bytes of files, more than the {MAX_PACK_BYTES >> 30} GiB a Ray task is sent: refused",
+                          file=str(directory))
+
+    def regular(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return info if info.isreg() or info.isdir() else None
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(directory, arcname=directory.name)
+        tar.add(directory, arcname=directory.name, filter=regular)
     return buffer.getvalue()
 
 
@@ -112,31 +124,3 @@ def unpack(data: bytes, into: Path) -> None:
             tar.extractall(into, filter="data")
         else:  # older patch releases; the archive is our own task's
             tar.extractall(into)
-
-
-def _die_with_parent(parent: int) -> bool:
-    """Ask Linux to kill this process when its parent (the Ray worker) dies; False when the
-    parent is already gone. Elsewhere a lost worker's shard process runs on, unwatched."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    return os.getppid() == parent
-
-
-def _main(argv: list[str]) -> None:
-    """``python -m evalbench.ray_shard PARENT_PID run ...``: ``python -m evalbench run ...``, bound
-    to the life of the Ray worker PARENT_PID."""
-    if not _die_with_parent(int(argv[0])):
-        raise SystemExit(3)
-    # Ray's workers block SIGINT, and a process inherits that: Ctrl-C (ray.cancel) must reach the run
-    if hasattr(signal, "pthread_sigmask"):  # not on Windows
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.argv = ["evalbench", *argv[1:]]
-    runpy.run_module("evalbench", run_name="__main__", alter_sys=True)  # not an import of evalbench.cli: no cycle
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])

@@ -14,7 +14,6 @@ The source directory is only read. The new manifest says where the run came from
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import secrets
@@ -37,14 +36,15 @@ def rescore(source: Path, *, config_file: Path | None = None, overrides: dict[st
             output_dir: Path | None = None, run_id: str | None = None, progress: bool = True,
             out: TextIO | None = None) -> Any:
     """Score the journal of ``source`` again into a new run directory; its :class:`RunResult`."""
-    from evalbench.agents.replay import JOURNAL, read_run_manifest
     from evalbench.orchestrator import run
-    from evalbench.results.journal.files import write_atomic
+    from evalbench.results.journal.files import JOURNAL, write_atomic
+    from evalbench.results.journal.safe_read import open_run_file
+    from evalbench.results.journal.shapes import read_manifest
 
     source = source.resolve()
-    manifest = read_run_manifest(source)
-    if not (source / JOURNAL).is_file():
-        raise ConfigError(f"{source} has no {JOURNAL}: there is nothing to score again")
+    manifest = read_manifest(source)
+    with open_run_file(source, JOURNAL):  # there, and a regular file of the run directory
+        pass
     overrides = dict(overrides or {})
     for key in REPLACED:
         if key in overrides:
@@ -56,7 +56,7 @@ def rescore(source: Path, *, config_file: Path | None = None, overrides: dict[st
     config, origin = load_rescore_config(source, manifest, config_file, overrides)
     _warn_differences(manifest, config)
     result = run(config, progress=progress, out=out, agent_down_after=0)  # no agent to be down
-    new_manifest = read_run_manifest(result.run_dir)
+    new_manifest = read_manifest(result.run_dir)
     new_manifest["rescored_from"] = {
         "run_id": manifest.get("run_id"), "run_dir": str(source), "config_fingerprint": manifest.get("config_fingerprint"),
         "scoring": manifest.get("scoring"), "dataset_sha256": (manifest.get("dataset") or {}).get("sha256"),
@@ -151,9 +151,11 @@ def _warn_differences(manifest: dict[str, Any], config: Any) -> None:
     """Warn about what makes the replay leave the recorded path: a changed dataset file, or a
     setting that decides which turns are asked."""
     recorded = (manifest.get("dataset") or {}).get("sha256")
-    if recorded:
-        digest = hashlib.sha256(Path(config.dataset_config).read_bytes()).hexdigest()
-        if digest != recorded:
+    # the path comes from the source's manifest: only a regular file is hashed (the run then reads the dataset itself)
+    if recorded and Path(config.dataset_config).is_file():
+        from evalbench.run_manifest import file_sha256
+
+        if file_sha256(Path(config.dataset_config)) != recorded:
             log.warning("the dataset file %s changed since the source run: its current golden SQL and conditions are "
                         "used", config.dataset_config)
     old, new = manifest.get("config") or {}, config.snapshot()

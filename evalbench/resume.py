@@ -15,16 +15,16 @@ kept exactly once, by its last record (as read_journal counts it).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalbench.errors import ConfigError
-from evalbench.results.journal.files import JOURNAL, OutputError
-from evalbench.results.journal.lines import conversation_key, is_record
+from evalbench.results.journal.files import JOURNAL, OutputError, create_new
+from evalbench.results.journal.lines import conversation_key, decode_record
+from evalbench.results.journal.safe_read import journal_lines, open_run_file
 
 # Outcomes that say nothing about the agent: their conversations run again on resume.
 RUN_AGAIN = frozenset({"cancelled", "db_error"})
@@ -77,16 +77,6 @@ def check_resumable(manifest: dict[str, Any], snapshot: dict[str, Any], dataset_
                           f"{listed}\nStart a new run instead (or restore the original settings).")
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json")
-    try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-
-
 @dataclass
 class JournalState:
     # (dialect, item id) of every conversation whose record is kept: the key of
@@ -98,15 +88,11 @@ class JournalState:
     dropped_duplicates: int = 0  # records superseded by a later record of the same conversation
 
 
-def _decode(raw: bytes) -> dict[str, Any] | None:
-    """The conversation record of a complete journal line, or None (cut short, not JSON, not a record)."""
-    if not raw.endswith(b"\n"):
+def _decode(raw: bytes | None) -> dict[str, Any] | None:
+    """The conversation record of a complete journal line, or None (too long, cut short, not JSON, not a record)."""
+    if raw is None or not raw.endswith(b"\n"):
         return None  # the last line, cut short by a crash
-    try:
-        record = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    return record if is_record(record) else None
+    return decode_record(raw)
 
 
 def session_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -129,51 +115,34 @@ def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None],
     journal as it was."""
     path = run_dir / JOURNAL
     state = JournalState()
-    if not path.exists():
-        return state
     tmp = path.with_name(f".{JOURNAL}.resume")
     try:
-        # First pass: the offset of each conversation's last record.
-        last: dict[tuple[Any, str, int], int] = {}
-        records = 0
-        offset = 0
-        with path.open("rb") as source:
-            for raw in source:
-                here, offset = offset, offset + len(raw)
-                if not raw.strip():
-                    continue
-                record = _decode(raw)
-                if record is None:
-                    state.dropped_partial += 1
-                    continue
-                records += 1
-                last[conversation_key(record)] = here
-        state.dropped_duplicates = records - len(last)
-        kept_offsets = set(last.values())
-        del last
-        # Second pass: copy the kept records, in journal order.
-        offset = 0
-        with path.open("rb") as source, tmp.open("wb") as target:
-            for raw in source:
-                here, offset = offset, offset + len(raw)
-                if here not in kept_offsets:
-                    continue
-                record = _decode(raw)
-                if record is None:  # the journal changed under us: treat as cut short
-                    state.dropped_partial += 1
-                    continue
-                if record.get("outcome") in run_again:
-                    state.dropped_cancelled += 1
-                    continue
-                state.done.add(conversation_key(record))
-                state.kept += 1
-                target.write(raw)
-                try:
-                    on_record(record)
-                except OSError as exc:  # not the journal's: passed on as it is, below
-                    raise _CallbackError(exc) from exc
-            target.flush()
-            os.fsync(target.fileno())
+        with open_run_file(run_dir, JOURNAL, missing_ok=True) as source:
+            if source is None:
+                return state
+            kept_offsets = _last_records(source, state)
+            # Second pass: copy the kept records, in journal order.
+            with os.fdopen(create_new(tmp), "wb") as target:
+                for here, raw in journal_lines(source):
+                    if here not in kept_offsets:
+                        continue
+                    record = _decode(raw)
+                    if record is None:  # the journal changed under us: treat as cut short
+                        state.dropped_partial += 1
+                        continue
+                    if record.get("outcome") in run_again:
+                        state.dropped_cancelled += 1
+                        continue
+                    state.done.add(conversation_key(record))
+                    state.kept += 1
+                    assert raw is not None  # it decoded
+                    target.write(raw)
+                    try:
+                        on_record(record)
+                    except OSError as exc:  # not the journal's: passed on as it is, below
+                        raise _CallbackError(exc) from exc
+                target.flush()
+                os.fsync(target.fileno())
         os.replace(tmp, path)
     except _CallbackError as wrapped:
         _remove(tmp)
@@ -185,6 +154,23 @@ def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None],
         _remove(tmp)
         raise
     return state
+
+
+def _last_records(source: BinaryIO, state: JournalState) -> set[int]:
+    """First pass: the offset of each conversation's last record (the others are counted as dropped)."""
+    last: dict[tuple[Any, str, int], int] = {}
+    records = 0
+    for here, raw in journal_lines(source):
+        if raw is not None and not raw.strip():
+            continue
+        record = _decode(raw)
+        if record is None:
+            state.dropped_partial += 1
+            continue
+        records += 1
+        last[conversation_key(record)] = here
+    state.dropped_duplicates = records - len(last)
+    return set(last.values())
 
 
 class _CallbackError(Exception):

@@ -28,13 +28,31 @@ def auto_workers(config: Any, shard: str | None, resume: Path | None) -> int:
     if shard:
         return 1
     if resume is not None:
-        shards = resume / "shards"
-        return sum(1 for d in shards.iterdir() if d.is_dir()) if shards.is_dir() else 1
+        return resumed_workers(resume)
     from evalbench.orchestrator import planned_groups
 
     groups = planned_groups(config)
     workers = min(usable_cores(), sum(groups.values()) * config.trials // MIN_CONVERSATIONS_PER_WORKER)
     return max(1, min(workers, _cap(config, groups)[0] or workers))
+
+
+def resumed_workers(run_dir: Path) -> int:
+    """How many workers ``run_dir`` was run with: the shard folders in ``run_dir/shards`` (1 when
+    it has none). The run directory may come from anywhere: past :func:`max_resumed_workers` shards
+    (a fork bomb, not a run) ``--workers N`` must say how many."""
+    shards, count, most = run_dir / "shards", 0, max_resumed_workers()
+    if not shards.is_dir():
+        return 1
+    for entry in shards.iterdir():
+        if entry.is_dir() and not entry.name.startswith("."):  # not a Ray shard being unpacked
+            count += 1
+            if count > most:
+                raise ConfigError(f"{shards} holds more than {most} shards: resume it with --workers N (as many as it has)")
+    return max(count, 1)
+
+
+def max_resumed_workers() -> int:
+    return max(64, 4 * usable_cores())
 
 
 def shard_cap(config: Any) -> int | None:

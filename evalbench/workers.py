@@ -9,7 +9,6 @@ N``, which resumes every shard and merges them again when they end.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,12 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalbench import lifeline
 from evalbench.errors import ConfigError
-from evalbench.results.journal.files import JOURNAL
-from evalbench.results.journal.lines import is_record
+from evalbench.results.journal.files import JOURNAL, open_append
+from evalbench.results.journal.lines import decode_record
+from evalbench.results.journal.shapes import read_manifest
 from evalbench.results.journal.tail import JournalTail
 from evalbench.results.merge import MergedRun, clear_merged, merge_shards
-from evalbench.resume import read_manifest
+from evalbench.run_lock import RunLock
 
 # options of the parent's command line that the workers get their own values of
 _OWN = {"--workers": 1, "--shard": 1, "--run-id": 1, "--output-dir": 1, "--resume": 1, "--no-progress": 0,
@@ -49,10 +50,12 @@ def worker_argv(argv: list[str], shard: str, shard_dir: Path, resume: bool) -> l
     return [*out, "--shard", shard, *place, "--no-progress", "--no-preflight", "--journal-only"]
 
 
-def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool,
-                progress: bool = True) -> tuple[int, dict[str, Any] | None]:
+def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool, progress: bool = True,
+                lock: RunLock | None = None) -> tuple[int, dict[str, Any] | None]:
     """Run the shards as ``workers`` processes and merge them into ``run_dir``: (0, the merged
-    run's summary), or the exit code of the worst worker when one failed (its log named) and None."""
+    run's summary), or the exit code of the worst worker when one failed (its log named) and None.
+    Each worker ends with this process (:mod:`evalbench.lifeline`) and holds ``lock`` (the run
+    directory's) as long as it lives: no ``--resume`` starts beside a worker (:mod:`evalbench.run_lock`)."""
     shards_dir = run_dir / "shards"
     names = [f"{run_dir.name}-shard-{i}" for i in range(1, workers + 1)]
     shard_dirs = [shards_dir / name for name in names]
@@ -61,9 +64,10 @@ def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool,
     shards_dir.mkdir(parents=True, exist_ok=True)
     processes = []
     for i, name in enumerate(names, 1):
-        log = (shards_dir / f"{name}.log").open("a", encoding="utf-8")
-        command = [sys.executable, "-m", "evalbench", "run", *worker_argv(argv, f"{i}/{workers}", shards_dir / name, resume)]
-        processes.append((name, log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())))
+        log = os.fdopen(open_append(shards_dir / f"{name}.log"), "a", encoding="utf-8")
+        command = lifeline.command(["run", *worker_argv(argv, f"{i}/{workers}", shards_dir / name, resume)])
+        processes.append((name, log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
+                                                      pass_fds=() if lock is None else (lock.fd,))))
     print(f"evalbench: run {run_dir.name}: {workers} workers (logs in {shards_dir})", file=sys.stderr, flush=True)
     # a resumed shard rewrites its journal as it starts: those are merged when they end, not followed
     live = None if resume else LiveMerge(run_dir, shard_dirs, progress)
@@ -103,12 +107,9 @@ class LiveMerge:
         assert self.merged is not None
         for tail, shard in zip(self.tails, self.shard_dirs, strict=True):
             for line in tail.read():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue  # not a record: read_journal skips it with a warning, merge_shards would too
-                if is_record(record):
-                    self.merged.add(record, shard, line)
+                record = decode_record(line)
+                if record is not None:  # else not a record: read_journal skips it with a warning, merge_shards would too
+                    self.merged.add(record, shard, line.decode("utf-8-sig"))
                     self.bar.update(1)
         return True
 

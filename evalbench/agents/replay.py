@@ -17,7 +17,6 @@ and on the conversation — unless the conversation ended before that point, on 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +24,9 @@ from typing import Any
 
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
-from evalbench.errors import ConfigError
-from evalbench.results.journal.lines import conversation_key, is_record
+from evalbench.results.journal.lines import conversation_key, decode_record
+from evalbench.results.journal.safe_read import MAX_LINE_BYTES, journal_lines, open_run_file
+from evalbench.results.journal.shapes import read_manifest
 
 JOURNAL = "conversations.jsonl"
 ERROR_OUTCOMES = frozenset({"agent_error", "timeout", "vuser_error", "db_error", "cancelled"})
@@ -45,21 +45,15 @@ class Recording:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.journal = run_dir / JOURNAL
-        self.manifest = read_run_manifest(run_dir)
-        if not self.journal.is_file():
-            raise ConfigError(f"{run_dir} has no {JOURNAL}: there is nothing to replay", key="run_dir")
+        self.manifest = read_manifest(run_dir)
         self.offsets: dict[tuple[Any, ...], int] = {}
-        offset = 0
-        with self.journal.open("rb") as handle:
-            for raw in handle:
-                here, offset = offset, offset + len(raw)
-                if not raw.endswith(b"\n"):
-                    continue  # a last line cut short by a crash
-                try:
-                    record = json.loads(raw)
-                except (ValueError, RecursionError):
-                    continue
-                if is_record(record):
+        with open_run_file(run_dir, JOURNAL) as handle:
+            assert handle is not None
+            for here, raw in journal_lines(handle):
+                if raw is None or not raw.endswith(b"\n"):
+                    continue  # too long to read; a last line cut short by a crash
+                record = decode_record(raw)
+                if record is not None:
                     self.offsets[conversation_key(record)] = here
 
     @property
@@ -70,9 +64,10 @@ class Recording:
         offset = self.offsets.get(key)
         if offset is None:
             return None
-        with self.journal.open("rb") as handle:
+        with open_run_file(self.run_dir, JOURNAL) as handle:
+            assert handle is not None
             handle.seek(offset)
-            return json.loads(handle.readline())
+            return decode_record(handle.readline(MAX_LINE_BYTES + 1))  # None: the journal changed since
 
 
 
@@ -84,19 +79,6 @@ def recorded_part(manifest: dict[str, Any], part: str) -> dict[str, Any]:
         return {}
     recorded = described.get("recorded")
     return recorded if isinstance(recorded, dict) else described
-
-
-def read_run_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json", key="run_dir") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the run's manifest: {exc}", file=str(path)) from None
-    if not isinstance(data, dict):
-        raise ConfigError("expected a JSON object (a run manifest)", file=str(path))
-    return data
 
 
 # --------------------------------------------------------------------------- one conversation's script

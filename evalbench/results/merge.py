@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalbench.errors import ConfigError
-from evalbench.results.journal.files import JOURNAL, OutputError, write_atomic
+from evalbench.results.journal.files import JOURNAL, OutputError, create_new, write_atomic
 from evalbench.results.journal.lines import conversation_key
 from evalbench.results.journal.reader import JournalStats, read_journal
 from evalbench.results.journal.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
+from evalbench.results.journal.shapes import read_manifest, summary_extra
 from evalbench.results.render.reports import ReportSet
 from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.results.summary.rebuild import completeness
-from evalbench.resume import read_manifest
 
 
 def merge_shards(out: Path, shards: list[Path], *, replace: bool = False, html: bool = True) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def clear_merged(out: Path, *, replace: bool) -> None:
     ``replace`` and it holds an earlier merge (whose journal is removed)."""
     if not (out / JOURNAL).exists():
         return
-    merged_before = (out / "manifest.json").is_file() and "merged_from" in read_manifest(out)
+    merged_before = "merged_from" in read_manifest(out, missing_ok=True)
     if not (replace and merged_before):
         raise ConfigError(f"{out} already holds a journal: merge into a new directory")
     (out / JOURNAL).unlink()
@@ -74,11 +74,11 @@ class MergedRun:
         try:
             out.mkdir(parents=True, exist_ok=True)
             write_atomic(out / "manifest.json", _manifest_text(self.manifest))  # unfinished: a merge under way
-            self._journal: TextIO = (out / JOURNAL).open("w", encoding="utf-8")
+            self._journal: TextIO = os.fdopen(create_new(out / JOURNAL), "w", encoding="utf-8")
         except OSError as exc:
             raise OutputError(out / JOURNAL, exc) from None
         self._scores_tmp = out / f".{SCORES_NATIVE}.tmp"
-        self._scores_file = self._scores_tmp.open("w", encoding="utf-8", newline="")
+        self._scores_file = os.fdopen(create_new(self._scores_tmp), "w", encoding="utf-8", newline="")
         self._scores = csv.writer(self._scores_file)
         self._scores.writerow(SCORES_COLUMNS)
         self.reports = ReportSet(out, self.manifest, html=html)
@@ -107,7 +107,7 @@ class MergedRun:
             self._scores_file.close()
             os.replace(self._scores_tmp, self.out / SCORES_NATIVE)
             write_atomic(self.out / "manifest.json", _manifest_text(final))
-            summary = self.summary.result(run_id=final["run_id"], **dict(final.get("summary_extra") or {}))
+            summary = self.summary.result(run_id=final["run_id"], **summary_extra(final))
             summary.update(completeness(summary, final, journal=JournalStats(conversations=len(self.seen))))
             self.reports.commit(summary)
         except OSError as exc:
@@ -154,9 +154,11 @@ def check_same_run(shards: list[Path], manifests: list[dict[str, Any]]) -> None:
         if shard_of in indexes:
             raise ConfigError(f"{shard} and {indexes[shard_of]} are both shard {shard_of}")
         indexes[shard_of] = shard
+    # the manifests' shards are i/n with n <= shapes.MAX_SHARDS: this loop is bounded
     missing = [f"{i}/{split}" for i in range(1, int(split or 0) + 1) if f"{i}/{split}" not in indexes]
     if missing:
-        raise ConfigError(f"shard(s) {', '.join(missing)} missing: give every shard's run directory")
+        listed = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ConfigError(f"shard(s) {listed} missing: give every shard's run directory")
 
 
 def merged_manifest(run_id: str, manifests: list[dict[str, Any]], sources: list[str], *, conversations: int) -> dict[str, Any]:

@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evalbench.agents.replay import ReplaySession, read_run_manifest, recorded_part
+from evalbench.agents.replay import ReplaySession, recorded_part
 from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset.knowledge import Knowledge
+from evalbench.results.journal.shapes import read_manifest
 from evalbench.vuser import VUSERS
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -36,7 +37,7 @@ class ReplayVirtualUser:
 
     def __init__(self, config: Any, run_seed: int, knowledge: Knowledge) -> None:
         self.patience = config.patience
-        self.manifest = read_run_manifest(Path(config.run_dir)) if config.run_dir is not None else None
+        self.manifest = read_manifest(Path(config.run_dir)) if config.run_dir is not None else None
 
     def describe(self) -> dict[str, Any]:
         """The source's virtual user (whose answers these are), and where they were replayed from."""

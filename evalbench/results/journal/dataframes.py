@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalbench.errors import EvalbenchError
+from evalbench.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
+from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.summary.taxonomy import passed, record_diagnosis
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,8 +76,11 @@ def read_run(path: Path | str) -> Run:
     path = Path(path)
     if not (path / JOURNAL).is_file():
         raise RunReadError(f"{path}: not a run directory (no {JOURNAL})")
-    manifest = _json(path / "manifest.json")
-    summary = _json(path / "summary.json")
+    try:
+        manifest = read_manifest(path, missing_ok=True)
+        summary = read_summary(path) or {}
+    except RunDirError as exc:
+        raise RunReadError(str(exc)) from None
     if not summary:
         summary = _rebuilt_summary(path)
     run_id = str(summary.get("run_id") or manifest.get("run_id") or path.name)
@@ -117,18 +121,6 @@ def _rebuilt_summary(path: Path) -> dict[str, Any]:
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         log.warning("%s: cannot summarise the journal (%s: %s); .summary is empty", path, type(exc).__name__, exc)
         return {}
-
-
-def _json(path: Path) -> dict[str, Any]:
-    import json
-
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError) as exc:
-        raise RunReadError(f"{path}: cannot read it: {exc}") from None
-    return data if isinstance(data, dict) else {}
 
 
 def conversation_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from evalbench.errors import EvalbenchError
+from evalbench.errors import EvalbenchError, RunDirError
 
 JOURNAL = "conversations.jsonl"
 
@@ -35,12 +36,39 @@ class OutputError(EvalbenchError):
         super().__init__(f"cannot write {where}: {reason}")
 
 
+def create_new(path: Path) -> int:
+    """A file descriptor of a new, empty file at ``path``, open for writing. Whatever a run directory
+    held there (a symlink leading elsewhere, a FIFO, a stale file) is removed first, never followed
+    or opened: a file of an untrusted run directory cannot make evalbench write outside it or hang."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+
+
+def open_append(path: Path) -> int:
+    """A file descriptor appending to the regular file at ``path`` (created when missing). A
+    symlink, a FIFO, a device or a directory there is refused (:class:`~evalbench.errors.RunDirError`),
+    never followed or waited on; another OS error is raised as it is."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a symlink; a FIFO without a reader; a directory
+            raise RunDirError("not a regular file (a symlink, a FIFO or a directory): refused", file=str(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RunDirError("not a regular file: refused", file=str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
 def write_atomic_with(path: Path, write: Callable[[TextIO], object]) -> Path:
     """Stream a file through ``write`` into a temporary file renamed into place; its path.
     An OS error (disk full, ...) raises :class:`OutputError` and leaves the previous file as it was."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with tmp.open("w", encoding="utf-8", newline="") as out:
+        with open(create_new(tmp), "w", encoding="utf-8", newline="") as out:
             write(out)
         os.replace(tmp, path)
     except OSError as exc:

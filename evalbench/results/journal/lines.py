@@ -5,10 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalbench.results.journal.safe_read import loads
+from evalbench.results.journal.shapes import record_problem
+
 
 def is_record(record: Any) -> bool:
-    return (isinstance(record, dict) and isinstance(record.get("item_id"), str)
-            and isinstance(record.get("outcome"), str) and isinstance(record.get("phases"), list))
+    """Whether ``record`` has the types of a conversation record (:class:`~evalbench.results.journal.shapes.RecordShape`)."""
+    return record_problem(record) is None
+
+
+def decode_record(raw: bytes | None) -> dict[str, Any] | None:
+    """The conversation record of one journal line, or None: a line too long to read (None), not
+    UTF-8 JSON, nested too deeply, or not of a record's types."""
+    if raw is None:
+        return None
+    try:
+        record = loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None
+    return record if is_record(record) else None
 
 
 def conversation_key(record: dict[str, Any]) -> tuple[Any, str, int]:

@@ -9,17 +9,18 @@ last complete record — with a warning. It does not rewrite the journal (``eval
 
 from __future__ import annotations
 
-import json
+import itertools
 import logging
 import os
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalbench.results.journal.files import JOURNAL
-from evalbench.results.journal.lines import conversation_key, is_record
+from evalbench.results.journal.lines import conversation_key, decode_record
+from evalbench.results.journal.safe_read import MAX_LINE_BYTES, journal_lines, open_run_file
 
 log = logging.getLogger(__name__)
 
@@ -67,51 +68,48 @@ _CACHE: dict[str, tuple[tuple[int, ...], _Index]] = {}  # path -> (its stat when
 _CACHE_LOCK = threading.Lock()
 
 
-def _build_index(path: Path) -> _Index:
+def _build_index(handle: BinaryIO) -> _Index:
     stats = JournalStats()
     last: dict[tuple[Any, str, int], int] = {}  # conversation -> offset of its last record
     duplicated: set[tuple[Any, str, int]] = set()
-    offset = 0
+    end = 0
     bad = False
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            here, offset = offset, offset + len(raw)
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except (ValueError, RecursionError):
-                record = None
-            if not is_record(record):
-                bad = True
-                if not raw.endswith(b"\n"):
-                    stats.truncated += 1  # the last line, cut short by a crash
-                else:
-                    stats.unreadable.append(number)
-                continue
-            key = conversation_key(record)
-            if key in last:
-                stats.duplicates += 1
-                if key not in duplicated and len(stats.duplicated_items) < MAX_LISTED + 1:
-                    stats.duplicated_items.append(key[1])
-                duplicated.add(key)
-            last[key] = here
+    for number, (here, raw) in enumerate(journal_lines(handle), start=1):
+        end = handle.tell()
+        if raw is not None and not raw.strip():
+            continue
+        record = decode_record(raw)
+        if record is None:
+            bad = True
+            if raw is not None and not raw.endswith(b"\n"):
+                stats.truncated += 1  # the last line, cut short by a crash
+            else:
+                stats.unreadable.append(number)
+            continue
+        key = conversation_key(record)
+        if key in last:
+            stats.duplicates += 1
+            if key not in duplicated and len(stats.duplicated_items) < MAX_LISTED + 1:
+                stats.duplicated_items.append(key[1])
+            duplicated.add(key)
+        last[key] = here
     stats.conversations = len(last)
     kept = set(last.values()) if bad or stats.duplicates else None
-    return _Index(offset, kept, stats)
+    return _Index(end, kept, stats)
 
 
-def _index(path: Path) -> _Index:
+def _index(run_dir: Path, handle: BinaryIO) -> _Index:
     """The journal's index, built once per state of the file (a report reads it several times);
     its warnings are logged when it is built."""
-    st = os.stat(path)
+    path = run_dir / JOURNAL
+    st = os.fstat(handle.fileno())
     signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     name = str(path.resolve())
     with _CACHE_LOCK:
         cached = _CACHE.get(name)
         if cached is not None and cached[0] == signature:
             return cached[1]
-    index = _build_index(path)
+    index = _build_index(handle)
     for message in index.stats.warnings(path):
         log.warning("%s", message)
     with _CACHE_LOCK:
@@ -123,29 +121,36 @@ def _index(path: Path) -> _Index:
 
 def journal_stats(run_dir: Path | str) -> JournalStats:
     """What :func:`read_journal` finds in ``run_dir``'s journal: conversations, cut-short,
-    unreadable and duplicate lines."""
-    return _index(Path(run_dir) / JOURNAL).stats
+    unreadable and duplicate lines. A journal that cannot be read (missing, not a regular file
+    inside the run directory) is a :class:`~evalbench.errors.RunDirError`."""
+    with open_run_file(Path(run_dir), JOURNAL) as handle:
+        assert handle is not None
+        return _index(Path(run_dir), handle).stats
 
 
 def read_journal(run_dir: Path | str) -> Generator[dict[str, Any], None, None]:
     """The conversation records of a run, in completion order, each conversation once (its last
-    complete record); lines cut short or unreadable are skipped with a warning."""
-    path = Path(run_dir) / JOURNAL
-    index = _index(path)
-    offset = 0
-    with path.open("rb") as handle:
-        for raw in handle:
-            here, offset = offset, offset + len(raw)
-            if offset > index.size:
-                break  # written after the index was built (a run still going): not read now
-            if index.kept is None:
-                if not raw.strip():
-                    continue
-            elif here not in index.kept:
+    complete record); lines cut short or unreadable are skipped with a warning. A journal that
+    cannot be read (missing, not a regular file inside the run directory) is a
+    :class:`~evalbench.errors.RunDirError`, raised on the first ``next()``."""
+    run_dir = Path(run_dir)
+    with open_run_file(run_dir, JOURNAL) as handle:
+        assert handle is not None
+        index = _index(run_dir, handle)
+        if index.kept is None:  # every line is a record: read them in order
+            indexed = itertools.takewhile(lambda line: line[0] < index.size, journal_lines(handle))  # not what came after
+            lines: Iterator[bytes | None] = (raw for _, raw in indexed)
+        else:  # only the kept lines, each read where it starts (what is skipped may be huge)
+            lines = (_line_at(handle, offset) for offset in sorted(index.kept))
+        for raw in lines:
+            if raw is None or not raw.strip():
                 continue
-            try:
-                record = json.loads(raw)
-            except (ValueError, RecursionError):  # the file changed under us
-                continue
-            if is_record(record):
+            record = decode_record(raw)  # checked again: the file may have changed under us
+            if record is not None:
                 yield record
+
+
+def _line_at(handle: BinaryIO, offset: int) -> bytes | None:
+    handle.seek(offset)
+    raw = handle.readline(MAX_LINE_BYTES + 1)
+    return raw if len(raw) <= MAX_LINE_BYTES else None

@@ -26,7 +26,7 @@ from typing import Any
 
 from evalbench.conversation import Conversation
 from evalbench.results.journal.csvsafe import safe_row
-from evalbench.results.journal.files import JOURNAL, OutputError, write_atomic
+from evalbench.results.journal.files import JOURNAL, OutputError, create_new, open_append, write_atomic
 from evalbench.results.journal.record import CAPS, Caps, bounded_record, clean_text, clean_value
 from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.results.summary.taxonomy import record_diagnosis
@@ -75,21 +75,29 @@ class RunWriter:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OutputError(run_dir, exc) from None
-        self._scores_file = self._open(self._scores_path, lambda: self._scores_path.open("w", encoding="utf-8", newline=""))
+        self._scores_file = self._open(self._scores_path, lambda: os.fdopen(create_new(self._scores_path), "w", encoding="utf-8",
+                                                                      newline=""))
         self._scores = csv.writer(self._scores_file)
         self._scores_write(lambda: self._scores.writerow(SCORES_COLUMNS))
         self.resumed = None
-        if resume:  # the finished conversations count as if this process had run them
-            from evalbench.resume import RUN_AGAIN, repair_journal
-
-            try:
-                self.resumed = repair_journal(run_dir, self._replay, run_again or RUN_AGAIN)
-            except OSError as exc:
-                raise OutputError(self._journal_path, exc) from None
-        # unbuffered: each record is written by os.write as one whole line (or cut off again, see _append)
-        self._journal_fd: int | None = self._open(
-            self._journal_path, lambda: os.open(self._journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
+        try:
+            if resume:
+                self.resumed = self._repair(run_again)
+            # unbuffered: each record is written by os.write as one whole line (or cut off again, see _append)
+            self._journal_fd: int | None = self._open(self._journal_path, lambda: open_append(self._journal_path))
+        except BaseException:  # a journal that cannot be read or written (RunDirError, OutputError): nothing left open
+            self._scores_file.close()
+            raise
         self._journal_size = os.fstat(self._journal_fd).st_size
+
+    def _repair(self, run_again: frozenset[str] | None) -> Any:
+        """Resume: the journal repaired; its finished conversations count as if this process had run them."""
+        from evalbench.resume import RUN_AGAIN, repair_journal
+
+        try:
+            return repair_journal(self.run_dir, self._replay, run_again or RUN_AGAIN)
+        except OSError as exc:
+            raise OutputError(self._journal_path, exc) from None
 
     @staticmethod
     def _open(path: Path, opener: Callable[[], Any]) -> Any:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from evalbench.results.journal.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
+from evalbench.results.journal.files import OutputError, create_new
 from evalbench.results.summary.taxonomy import record_diagnosis
 
 T = TypeVar("T")
@@ -432,8 +433,6 @@ def _writing(path: Path, action: Callable[[], T]) -> T:
     try:
         return action()
     except OSError as exc:
-        from evalbench.results.journal.files import OutputError
-
         raise OutputError(path, exc, temporary=path.with_name(f".{path.name}.tmp")) from None
 
 
@@ -444,7 +443,7 @@ class _CsvFile:
         self.path = path
         self.columns = columns
         self.tmp = path.with_name(f".{path.name}.tmp")
-        self.handle: IO[str] = _writing(self.path, lambda: self.tmp.open("w", encoding="utf-8", newline=""))
+        self.handle: IO[str] = _writing(self.path, lambda: os.fdopen(create_new(self.tmp), "w", encoding="utf-8", newline=""))
         self.writer = csv.writer(self.handle)
         _writing(self.path, lambda: self.writer.writerow(columns))
 
@@ -477,13 +476,6 @@ def _keep_native(path: Path) -> None:
         head = handle.readline()
     if head.startswith(prefix):
         os.replace(path, path.with_name(NATIVE_NAMES[path.name]))
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text(encoding="utf-8-sig"))
-    return data if isinstance(data, dict) else {}
 
 
 class EvalbenchCsvWriter:
@@ -560,10 +552,11 @@ def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None
     Returns the paths written, in the order evals, scores, summary, configs.
     """
     from evalbench.results.journal.reader import read_journal
+    from evalbench.results.journal.shapes import read_manifest, read_summary
 
     run_dir = Path(run_dir)
-    manifest = _read_json(run_dir / "manifest.json")
-    summary_json = _read_json(run_dir / "summary.json")
+    manifest = read_manifest(run_dir, missing_ok=True)
+    summary_json = read_summary(run_dir) or {}
     # Which scorers are metrics: the manifest says so, else summary.json does, else the records tell.
     metrics: set[str] | None = set(manifest["metric_scorers"]) if "metric_scorers" in manifest else None
     order: list[tuple[str, str]] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def find_record(run_dir: Path | str, item_id: str) -> dict[str, Any]:
     Raises :class:`RecordNotFoundError` naming a few close item ids when it is not there."""
     run_dir = Path(run_dir)
     journal = run_dir / JOURNAL
-    if not journal.is_file():
+    if not os.path.lexists(journal):  # anything else there is refused, naming it, by read_journal
         raise RecordNotFoundError(f"{journal}: no such journal (is {run_dir} a run directory, results/<run_id>/?)")
     seen: list[str] = []
     records = read_journal(run_dir)  # lines cut short or unreadable are skipped with a warning

@@ -32,6 +32,7 @@ from evalbench.conversation import Outcome
 from evalbench.results.journal.files import JOURNAL, write_atomic_with
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
+from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.html_assets import CSS, JS
 from evalbench.results.render.html_page import format_stamp, page_shell
 from evalbench.results.render.sqldiff import sql_diff
@@ -68,8 +69,8 @@ def write_report(run_dir: Path, *, max_details: int = MAX_DETAILS, max_detail_by
 def _from_run_dir(run_dir: Path, max_details: int, max_detail_bytes: int) -> Iterator[tuple[ReportBuilder, dict[str, Any], dict[str, Any], bool]]:
     if not (run_dir / JOURNAL).is_file():
         raise FileNotFoundError(f"{run_dir} has no {JOURNAL}: not a run directory")
-    manifest = _read_json(run_dir / "manifest.json") or {}
-    summary = _read_json(run_dir / "summary.json")
+    manifest = read_manifest(run_dir, missing_ok=True)
+    summary = read_summary(run_dir)
     recomputed = summary is None
     if summary is None:
         summary = rebuild_summary(run_dir)  # summary.json is written at the end: an interrupted run
@@ -164,13 +165,6 @@ class ReportBuilder:
 
 
 # --------------------------------------------------------------------------- data
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    value = json.loads(path.read_text(encoding="utf-8-sig"))
-    return value if isinstance(value, dict) else None
 
 
 def _load_diagnose() -> Diagnose | None:

@@ -20,9 +20,9 @@ from evalbench.results.journal.files import write_atomic, write_atomic_with
 from evalbench.results.journal.reader import JournalStats, read_journal
 from evalbench.results.journal.record import clean_text, clean_value
 from evalbench.results.journal.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
+from evalbench.results.journal.shapes import read_manifest
 from evalbench.results.render.summary_md import render_summary_markdown
 from evalbench.results.summary.rebuild import completeness, rebuild_summary
-from evalbench.resume import read_manifest
 
 
 def _json_default(value: Any) -> Any:

@@ -14,12 +14,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.errors import EvalbenchError
+from evalbench.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.safe_read import open_run_file
+from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.html_page import format_stamp
 from evalbench.terminal import escape
 
@@ -125,19 +128,17 @@ def read_entry(path: Path) -> RunEntry:
 
 
 def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
-    if not path.is_file():
+    """The run's manifest.json or summary.json, checked as every reader checks it (:mod:`~evalbench.results.journal.shapes`);
+    None, with the problem noted, when it is missing or wrong."""
+    if not os.path.lexists(path):
         if path.name == "manifest.json":
             entry.problems.append("no manifest.json")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError) as exc:
-        entry.problems.append(f"{path.name} is unreadable ({_short(exc)})")
+        return read_manifest(path.parent) if path.name == "manifest.json" else read_summary(path.parent)
+    except RunDirError as exc:
+        entry.problems.append(f"{path.name} is unreadable ({_short(exc.message if exc.key is None else f'{exc.key}: {exc.message}')})")
         return None
-    if not isinstance(data, dict):
-        entry.problems.append(f"{path.name} is not a JSON object")
-        return None
-    return data
 
 
 def _rebuilt_summary(path: Path, entry: RunEntry) -> dict[str, Any] | None:
@@ -178,9 +179,21 @@ def _from_summary(entry: RunEntry, summary: dict[str, Any]) -> None:
         entry.total = summary["total_items"]
 
 
+def _journal_problem(path: Path) -> str | None:
+    """What is wrong with the run's journal as a file (missing, a FIFO, a symlink out of the folder...), or None."""
+    if not os.path.lexists(path / JOURNAL):
+        return f"no {JOURNAL}"
+    try:
+        with open_run_file(path, JOURNAL):
+            return None
+    except RunDirError as exc:
+        return f"{JOURNAL}: {exc.message}"
+
+
 def _status(path: Path, entry: RunEntry, summary: dict[str, Any] | None) -> str:
-    if not (path / JOURNAL).is_file():
-        return f"broken: no {JOURNAL}" + (f"; {entry.problems[0]}" if entry.problems else "")
+    journal = _journal_problem(path)
+    if journal is not None:
+        return f"broken: {journal}" + (f"; {entry.problems[0]}" if entry.problems else "")
     if summary is None:
         return "broken: " + (entry.problems[-1] if entry.problems else "no summary")
     completeness = summary.get("completeness")
@@ -201,7 +214,7 @@ def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _short(exc: BaseException) -> str:
+def _short(exc: BaseException | str) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 120 else text[:117] + "..."
 

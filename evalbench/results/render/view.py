@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.results.journal.files import JOURNAL, OutputError, write_atomic
+from evalbench.errors import RunDirError
+from evalbench.results.journal.files import OutputError, write_atomic
 from evalbench.results.journal.lines import conversation_key, trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.render.html_assets import CSS
@@ -108,7 +109,7 @@ def build_view(root: Path, out: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for entry in entries:
         runs.append(_run_data(entry, out.parent))
-        if entry.broken or not (entry.path / JOURNAL).is_file():
+        if entry.broken:  # a journal that is missing or not a regular file of the run directory among them
             continue
         index = len([r for r in runs if r["column"]])
         runs[-1]["column"] = True
@@ -130,7 +131,7 @@ def _add_journal(matrix: _Matrix, column: int, run_dir: Path) -> str:
                 matrix.add(column, record)
             except (AttributeError, KeyError, TypeError, ValueError):  # a record of an unexpected shape
                 skipped += 1
-    except (OSError, ValueError) as exc:  # unreadable mid-way: the rows read so far stay
+    except (OSError, ValueError, RunDirError) as exc:  # unreadable mid-way: the rows read so far stay
         return f" (journal unreadable: {exc})"
     return f" ({skipped} malformed record(s) not shown)" if skipped else ""
 

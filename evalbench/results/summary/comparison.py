@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from evalbench.errors import EvalbenchError
+from evalbench.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL, write_atomic
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.record import SCHEMA_VERSION
+from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.links import conversation_anchor, report_href
 from evalbench.results.summary.stats import mcnemar_exact, paired_diff_ci
 
@@ -49,6 +51,7 @@ __all__ = [
 ]
 
 PHASES = ("main", "follow_up")
+T = TypeVar("T")
 SUCCESS = "success"  # pseudo-metric: each phase's own verdict (summary.json "success")
 LEVEL = 0.95  # confidence level of the paired bootstrap interval
 RESAMPLES = 10_000
@@ -215,27 +218,15 @@ def _natural_key(text: str) -> list[Any]:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part]
 
 
-def _load_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise CompareError(f"{path.parent}: not a run directory (no {path.name})") from None
-    except (OSError, ValueError) as exc:
-        raise CompareError(f"{path}: cannot read the {what}: {exc}") from None
-    if not isinstance(data, dict):
-        raise CompareError(f"{path}: the {what} is not a JSON object")
-    return data
-
-
 def _load_manifest(run_dir: Path) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise CompareError(f"{run_dir}: no such run directory")
-    manifest = _load_json(run_dir / "manifest.json", "manifest")
+    manifest = _checked(read_manifest, run_dir)
     version = manifest.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise CompareError(f"{run_dir / 'manifest.json'}: unsupported schema_version {version!r} "
                            f"(this evalbench reads up to {SCHEMA_VERSION})")
-    if not (run_dir / JOURNAL).is_file():
+    if not os.path.lexists(run_dir / JOURNAL):  # anything else there is refused, naming it, by read_journal
         raise CompareError(f"{run_dir}: not a run directory (no {JOURNAL})")
     return manifest
 
@@ -243,11 +234,14 @@ def _load_manifest(run_dir: Path) -> dict[str, Any]:
 def _records(run_dir: Path) -> Iterator[dict[str, Any]]:
     """The journal's records (lines cut short or unreadable are skipped with a warning by
     :func:`read_journal`), with a clear error for a record of a newer schema."""
-    for count, record in enumerate(read_journal(run_dir), start=1):
-        version = record.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise CompareError(f"{run_dir / JOURNAL}: record {count} has unsupported schema_version {version!r}")
-        yield record
+    try:
+        for count, record in enumerate(read_journal(run_dir), start=1):
+            version = record.get("schema_version")
+            if not isinstance(version, int) or version > SCHEMA_VERSION:
+                raise CompareError(f"{run_dir / JOURNAL}: record {count} has unsupported schema_version {version!r}")
+            yield record
+    except RunDirError as exc:  # a journal that is not a regular file of the run directory
+        raise CompareError(str(exc)) from None
 
 
 def _agent_label(manifest: dict[str, Any]) -> str:
@@ -265,8 +259,15 @@ def _run_info(run_dir: Path, manifest: dict[str, Any]) -> RunInfo:
 
 
 def _summary(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / "summary.json"
-    return _load_json(path, "summary") if path.is_file() else None  # absent when the run did not finish
+    return _checked(read_summary, run_dir)  # None: absent when the run did not finish
+
+
+def _checked(read: Callable[[Path], T], run_dir: Path) -> T:
+    """``read(run_dir)``, a file it refuses raised as a CompareError (the same message)."""
+    try:
+        return read(run_dir)
+    except RunDirError as exc:
+        raise CompareError(str(exc)) from None
 
 
 def _check_pass_fail(run_dir: Path, metric: str) -> None:

@@ -7,21 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.results.journal.reader import JournalStats, journal_stats, read_journal
+from evalbench.results.journal.shapes import read_manifest, summary_extra
 from evalbench.results.summary.aggregate import SummaryBuilder
-from evalbench.resume import read_manifest
 
 
 def rebuild_summary(run_dir: Path) -> dict[str, Any]:
     """The summary of ``run_dir`` recomputed from its journal (and the manifest's run facts, when
     there is a manifest)."""
-    manifest = read_manifest(run_dir) if (run_dir / "manifest.json").is_file() else {}
+    manifest = read_manifest(run_dir, missing_ok=True)
     metric_scorers = set(manifest.get("metric_scorers") or ())
     if "metric_scorers" not in manifest:  # older manifests: a metric has applicable scores without a verdict
         metric_scorers = _infer_metrics(run_dir)
     trials = (manifest.get("dataset") or {}).get("trials")
     builder = SummaryBuilder.from_records(read_journal(run_dir), metric_scorers,
                                           trials if isinstance(trials, int) and trials > 1 else 1)
-    extra = dict(manifest.get("summary_extra") or {})
+    extra = summary_extra(manifest)
     summary = builder.result(run_id=manifest.get("run_id", run_dir.name), **extra)
     summary.update(completeness(summary, manifest, journal=journal_stats(run_dir)))
     return summary

@@ -1,0 +1,64 @@
+"""A worker process bound to the life of the process that started it: ``python -m
+evalbench.lifeline PARENT_PID run ...`` is ``evalbench run ...`` that ends (SIGKILL) as soon as
+PARENT_PID is gone. ``run --workers N`` starts its workers so, and a Ray task its shard's process
+(:mod:`evalbench.ray_shard`): killing the parent, even with SIGKILL, leaves no worker calling the
+agent and writing its shard.
+
+Linux delivers the signal itself (``PR_SET_PDEATHSIG``); everywhere, a watcher thread also checks
+the parent every :data:`CHECK_S` seconds (for systems without it, and for a parent that ended
+before the request was made).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+CHECK_S = 0.5
+
+
+def command(argv: list[str], parent: int | None = None) -> list[str]:
+    """The command line of ``evalbench *argv`` as a child bound to ``parent`` (default: this process)."""
+    return [sys.executable, "-m", "evalbench.lifeline", str(os.getpid() if parent is None else parent), *argv]
+
+
+def bind_to_parent(parent: int) -> None:
+    """End this process (SIGKILL) when ``parent`` ends; at once when it has already ended."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # gone before the request was made: it would never come
+        _die()
+    threading.Thread(target=_watch, args=(parent,), name="evalbench-lifeline", daemon=True).start()
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(CHECK_S)
+    _die()
+
+
+def _die() -> None:
+    # as PR_SET_PDEATHSIG would: what is half written is cut off by --resume
+    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
+def _main(argv: list[str]) -> None:
+    bind_to_parent(int(argv[0]))
+    # Ray's workers block SIGINT, and a process inherits that: Ctrl-C (ray.cancel) must reach the run
+    if hasattr(signal, "pthread_sigmask"):  # not on Windows
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = ["evalbench", *argv[1:]]
+    import runpy
+
+    runpy.run_module("evalbench", run_name="__main__", alter_sys=True)  # not an import of evalbench.cli: no cycle
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
