@@ -253,3 +253,44 @@ def test_a_run_goes_on_whatever_shape_of_adk_events_comes_back(tmp_path: Path, d
     for key in ("response_600", "response_900", "args_900", "usage_text", "parts_not_objects", "after"):
         assert records[key]["outcome"] == "scored" and phase(records[key])["passed"] is True, (key, records[key]["error"])
     assert records["events_5000"]["outcome"] == "agent_error"
+
+
+# ----------------------------------------------------------------------------- a call the server does not stop
+
+# ``&&`` of two arrays compares every pair without looking at the server's cancel flag: about 10 s
+# here, whatever the statement timeout; libxml2's xpath over a huge document is another such call
+UNSTOPPABLE = ("SELECT (SELECT array_agg(g) FROM generate_series(1, 60000) g) && "
+               "(SELECT array_agg(-g) FROM generate_series(1, 60000) g) AS overlaps")
+
+
+def test_a_call_the_server_does_not_stop_ends_at_the_budget_and_the_run_goes_on(
+        server: Any, database: tuple[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    name, _ = database
+    count = "SELECT count(*) AS n FROM stores"
+    items = [on(name, "unstoppable", count), on(name, "in_a_script", count), on(name, "after", count)]
+    replies = {"unstoppable": UNSTOPPABLE, "in_a_script": f"SELECT 1; {UNSTOPPABLE}", "after": count}
+    try:
+        result = run(server, database, tmp_path, items, replies, statement_timeout_s=1.0, sqlexec_runners=2,
+                     max_in_flight=2)
+        assert result.code == 0 and sorted(result.order) == sorted(replies)
+        for key in ("unstoppable", "in_a_script"):
+            record = result.records[key]
+            assert record["outcome"] == "scored" and generated(record)["error_kind"] == "timeout", generated(record)
+            assert generated(record)["elapsed_s"] < 6, generated(record)["elapsed_s"]  # 1 s budget, 2 s grace
+        assert phase(result.records["after"])["passed"] is True
+    finally:
+        _wait_for_abandoned_backends(server, name)
+
+
+def _wait_for_abandoned_backends(where: Any, name: str) -> None:
+    """The server's backends go on until the call returns (then find no client): wait for them, so
+    that the database can be dropped."""
+    import time
+
+    import psycopg
+
+    with psycopg.connect(where.url("postgres"), autocommit=True) as conn:
+        give_up = time.monotonic() + 120
+        while time.monotonic() < give_up and conn.execute(  # the run's own connections are closed by now
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()[0]:  # type: ignore[index]
+            time.sleep(0.5)
