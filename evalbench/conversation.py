@@ -73,11 +73,34 @@ class Phase(str, Enum):
     FOLLOW_UP = "follow_up"
 
 
+# More tokens than any one reply: a count beyond it is not a count.
+MAX_TOKENS = 10**12
+
+
+def token_count(value: Any) -> int:
+    """A token count the agent's server reported, as a count the metrics may add up: a whole
+    number from 0 to MAX_TOKENS (a number, or a string of digits), else 0. A server under test
+    must not lower its own cost with negative counts, nor turn a usable reply into an error (or
+    the totals into NaN) with infinite, fractional, textual or structured ones."""
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 13:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return 0
+    return int(value) if 0 <= value <= MAX_TOKENS else 0
+
+
 @dataclass
 class TokenUsage:
     prompt: int = 0
     completion: int = 0
     total: int = 0
+
+    @classmethod
+    def reported(cls, prompt: Any = 0, completion: Any = 0, total: Any = 0) -> TokenUsage:
+        """The usage a reply reported (any JSON values), each count as :func:`token_count` reads it."""
+        return cls(token_count(prompt), token_count(completion), token_count(total))
 
 
 @dataclass

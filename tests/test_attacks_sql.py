@@ -63,7 +63,8 @@ SELECT current_user = session_user AND current_user IN ('evalbench_sandbox', 'ev
                              AND name <> 'statement_timeout') AS changed_settings,
        (SELECT count(*) FROM pg_prepared_statements) AS prepared,
        (SELECT count(*) FROM pg_cursors WHERE name <> '') AS cursors,
-       (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') AS advisory_locks,
+       (SELECT count(*) FROM (VALUES (pg_advisory_unlock(4242)), (pg_advisory_unlock_shared(4243)), (pg_advisory_unlock(4244)),
+          (pg_advisory_unlock(4245)), (pg_advisory_unlock(4246)), (pg_advisory_unlock(77))) AS held(x) WHERE x) AS advisory_locks,
        (SELECT count(*) FROM pg_listening_channels()) AS listening,
        (SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()) AS temp_objects,
        (SELECT count(*) FROM stores) AS stores,
@@ -146,7 +147,7 @@ ATTACKS: list[Attack] = [
     Attack("cancel_other_backends", "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
            "sql", "permission denied for"),
     Attack("terminate_backends_found_in_pg_locks", "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE pid <> pg_backend_pid()",
-           "sql", "permission denied for function pg_terminate_backend"),
+           "sql", "permission denied for"),  # the view (other sessions' locks are not agent SQL's to see), or the function
     Attack("terminate_own_backend", "SELECT pg_terminate_backend(pg_backend_pid())", "sql", "permission denied for function"),
     # ---------------------------------------------------------------- 4. files, privileges, writes
     Attack("copy_to_program", "COPY (SELECT 1) TO PROGRAM 'touch {files}/copy_program'", "forbidden"),
@@ -482,7 +483,7 @@ def test_signalling_the_backends_of_a_conversation_in_flight_is_denied(tmp_path:
     attacks run on the other and try to terminate or cancel every other backend — those of the
     sandbox role itself included, such as a statement we run beside the run as that role."""
     slow_golden = "SELECT (SELECT count(*) FROM stores) AS n FROM pg_sleep(1.5)"
-    # the backends' pids from pg_locks (pg_stat_activity is not readable by agent SQL)
+    # the backends' pids from pg_locks or guessed (neither pg_locks nor pg_stat_activity is readable by agent SQL)
     attacks = {
         "terminate_others": "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE pid <> pg_backend_pid()",
         "cancel_others": "SELECT pg_cancel_backend(pid) FROM pg_locks WHERE pid <> pg_backend_pid()",
@@ -520,7 +521,7 @@ def test_signalling_the_backends_of_a_conversation_in_flight_is_denied(tmp_path:
     for key in attacks:
         result = generated(run.records[key])
         assert run.records[key]["outcome"] == "scored"
-        assert result["error_kind"] == "sql" and "permission denied for function pg_" in result["error"], result
+        assert result["error_kind"] == "sql" and "permission denied for" in result["error"], result
     # the attacks ran while the slow conversation's golden SQL and our statement beside were running
     asked = dict(run.agent.asked_at)
     for key in attacks:

@@ -31,7 +31,7 @@ from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
 from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
-from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
+from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall, token_count
 from evalbench.redaction import redact_url
 from evalbench.session_state import StateFacts, render_state
 
@@ -236,8 +236,8 @@ class AdkSession:
             return AgentReply(ReplyKind.ERROR, error=str(failure), error_kind=failure.kind, latency_s=time.perf_counter() - sent)
         except deadline.Expired as exc:  # waiting for the limiter took the whole deadline
             return AgentReply(ReplyKind.ERROR, error=str(exc), error_kind="timeout", latency_s=0.0)
-        except ValueError as exc:  # not JSON
-            return AgentReply(ReplyKind.ERROR, error=f"malformed reply: {exc}", error_kind="protocol",
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested deeper than Python reads
+            return AgentReply(ReplyKind.ERROR, error=f"malformed reply: {type(exc).__name__}: {exc}", error_kind="protocol",
                               latency_s=time.perf_counter() - sent)
         reply = classify(events, config.reply)
         reply.latency_s = time.perf_counter() - sent
@@ -286,29 +286,29 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
             continue
         if event.get("errorCode") or event.get("errorMessage"):
             error = f"{event.get('errorCode') or 'error'}: {event.get('errorMessage') or ''}".strip()
-        long_running.update(event.get("longRunningToolIds") or [])
-        meta = event.get("usageMetadata") or {}
-        usage.prompt += int(meta.get("promptTokenCount") or 0)
-        usage.completion += int(meta.get("candidatesTokenCount") or 0)
-        usage.total += int(meta.get("totalTokenCount") or 0)
-        content = event.get("content") or {}
+        long_running.update(i for i in _list(event.get("longRunningToolIds")) if isinstance(i, str))
+        meta = _object(event.get("usageMetadata"))
+        usage.prompt += token_count(meta.get("promptTokenCount"))
+        usage.completion += token_count(meta.get("candidatesTokenCount"))
+        usage.total += token_count(meta.get("totalTokenCount"))
+        content = _object(event.get("content"))
         from_user = content.get("role") == "user"  # ADK puts tool responses in "user" content
-        for part in content.get("parts") or []:
+        for part in map(_object, _list(content.get("parts"))):  # a server under test may send any JSON
             if part.get("functionCall"):
-                fc = part["functionCall"]
+                fc = _object(part["functionCall"])
                 # recorded, never run here: arguments too deep or too large are kept clipped
-                call = ToolCall(name=fc.get("name", ""), args=tool_args.decode(fc.get("args")), id=fc.get("id"))
+                call = ToolCall(name=_string(fc.get("name")), args=tool_args.decode(fc.get("args")), id=_string(fc.get("id")) or None)
                 ordered.append(call)
                 if call.id:
                     calls[call.id] = call
             elif part.get("functionResponse"):
-                fr = part["functionResponse"]
-                answered = calls.get(fr.get("id") or "")
+                fr = _object(part["functionResponse"])
+                answered = calls.get(_string(fr.get("id")))
                 if answered is None:  # a response without a visible call (e.g. a tool run server-side)
-                    answered = ToolCall(name=fr.get("name", ""), id=fr.get("id"))
+                    answered = ToolCall(name=_string(fr.get("name")), id=_string(fr.get("id")) or None)
                     ordered.append(answered)
-                answered.response = fr.get("response")
-            elif part.get("text") and not part.get("thought") and not from_user:
+                answered.response = tool_args.kept(fr.get("response"))  # any JSON: kept within limits
+            elif isinstance(part.get("text"), str) and part["text"] and not part.get("thought") and not from_user:
                 texts.append(part["text"])
     text = "\n".join(t.strip() for t in texts if t.strip())
     base: dict[str, Any] = dict(text=text, tool_calls=ordered, usage=usage)
@@ -327,6 +327,18 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
     return AgentReply(ReplyKind.ANSWER, **base)
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _gda(calls: list[ToolCall], text: str, long_running: set[str], c: ReplyConvention) -> AgentReply | None:
     """EvalBench/GDA: the tool's response.result is a JSON string with generatedQuery or
     disambiguationQuestion. The last such response decides; SQL wins over a question."""
@@ -337,7 +349,7 @@ def _gda(calls: list[ToolCall], text: str, long_running: set[str], c: ReplyConve
         if isinstance(result, str):
             try:
                 result = json.loads(result)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
                 return AgentReply(ReplyKind.ERROR, error=f"{c.gda_tool} result is not JSON: {result[:200]}", error_kind="protocol")
         if not isinstance(result, dict):
             return AgentReply(ReplyKind.ERROR, error=f"{c.gda_tool} result is not an object", error_kind="protocol")
@@ -364,18 +376,17 @@ def _request_input(calls: list[ToolCall], text: str, long_running: set[str], c: 
 
 def pending_input(events: list[dict[str, Any]]) -> PendingInput | None:
     """The first adk_request_input call of the turn still waiting for an answer, if any."""
-    answered = {
-        part["functionResponse"].get("id")
-        for event in events
-        for part in ((event.get("content") or {}).get("parts") or [])
-        if part.get("functionResponse")
-    }
+    def parts(event: Any) -> list[dict[str, Any]]:
+        return [_object(p) for p in _list(_object(_object(event).get("content")).get("parts"))]
+
+    answered = {_string(_object(part.get("functionResponse")).get("id")) for event in events for part in parts(event)}
     for event in events:
-        waiting = set(event.get("longRunningToolIds") or [])
-        for part in (event.get("content") or {}).get("parts") or []:
-            call = part.get("functionCall") or {}
-            if call.get("name") == REQUEST_INPUT and call.get("id") in waiting and call.get("id") not in answered:
-                return PendingInput(call["id"], event.get("invocationId"))
+        waiting = {i for i in _list(_object(event).get("longRunningToolIds")) if isinstance(i, str)}
+        for part in parts(event):
+            call = _object(part.get("functionCall"))
+            call_id = _string(call.get("id"))
+            if call.get("name") == REQUEST_INPUT and call_id in waiting and call_id not in answered:
+                return PendingInput(call_id, _string(_object(event).get("invocationId")) or None)
     return None
 
 

@@ -29,7 +29,7 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
-from evalbench.conversation import TokenUsage, ToolCall
+from evalbench.conversation import TokenUsage, ToolCall, token_count
 from evalbench.genai_client import first_candidate, generate, make_genai_client, response_json
 from evalbench.redaction import redact_url
 
@@ -109,9 +109,8 @@ def _read(response: types.GenerateContentResponse) -> ModelTurn:
     usage = TokenUsage()
     meta = response.usage_metadata
     if meta is not None:
-        usage.prompt = int(meta.prompt_token_count or 0)
-        usage.completion = int(meta.candidates_token_count or 0) + int(meta.thoughts_token_count or 0)
-        usage.total = int(meta.total_token_count or 0)
+        usage = TokenUsage.reported(meta.prompt_token_count, meta.candidates_token_count, meta.total_token_count)
+        usage.completion += token_count(meta.thoughts_token_count)
     candidate = first_candidate(response, raw=truncate(response_json(response, _NOT_RAW), BODY_KEPT) or "")
     content = candidate.content
     texts: list[str] = []

@@ -189,9 +189,8 @@ def _read(data: Any, text: str) -> ModelTurn:
     usage = TokenUsage()
     meta = data.get("usage")
     if isinstance(meta, dict):
-        usage.prompt = _int(meta.get("prompt_tokens"))
-        usage.completion = _int(meta.get("completion_tokens"))
-        usage.total = _int(meta.get("total_tokens")) or usage.prompt + usage.completion
+        usage = TokenUsage.reported(meta.get("prompt_tokens"), meta.get("completion_tokens"), meta.get("total_tokens"))
+        usage.total = usage.total or usage.prompt + usage.completion
     finish = choice.get("finish_reason")
     return ModelTurn(text=content, calls=calls, usage=usage, native=native, raw=raw,
                      finish_reason=str(finish) if finish is not None else None)
@@ -224,13 +223,6 @@ def _model_ids(response: httpx.Response) -> list[str]:
         return []
     entries = data.get("data") if isinstance(data, dict) else None
     return [str(e["id"]) for e in entries if isinstance(e, dict) and "id" in e] if isinstance(entries, list) else []
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 @AGENTS.register("openai_compat")

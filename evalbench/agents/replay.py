@@ -139,7 +139,7 @@ def reply_of(recorded: dict[str, Any]) -> AgentReply:
     usage = usage if isinstance(usage, dict) else {}
     calls = [_tool_call(c) for c in recorded.get("tool_calls") or [] if isinstance(c, dict)]
     return AgentReply(kind, text=recorded.get("text") or "", sql=sql if isinstance(sql, str) else None, tool_calls=calls,
-                      usage=TokenUsage(*(int(usage.get(k) or 0) for k in ("prompt", "completion", "total"))),
+                      usage=TokenUsage.reported(*(usage.get(k) for k in ("prompt", "completion", "total"))),
                       latency_s=float(recorded.get("latency_s") or 0.0), error=recorded.get("error"),
                       error_kind=recorded.get("error_kind"), raw=recorded.get("raw"))
 

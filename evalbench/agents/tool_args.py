@@ -119,8 +119,17 @@ def _string(name: str, value: Any, max_length: int | None) -> str:
     return value
 
 
-def _too_big(value: Any) -> str | None:
-    """Why ``value`` is too deep or too large to keep, or None. Iterative: never recurses."""
+def kept(value: Any, what: str = "the tool response is") -> Any:
+    """A JSON value a server sent (an ADK tool response), as is when it nests at most
+    :data:`MAX_DEPTH` levels, else as ``{_raw, _problem}``: nothing later (the journal, the
+    reports) walks a value nested thousands of levels deep. Its size is the reply's business."""
+    why = _too_big(value, what, max_bytes=None)
+    return value if why is None else _unusable(_text(value), why)
+
+
+def _too_big(value: Any, what: str = "the arguments are", max_bytes: int | None = MAX_BYTES) -> str | None:
+    """Why ``value`` is too deep or too large to keep ("<what> larger than ..."), or None.
+    Iterative: never recurses."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     size = 0
     while stack:
@@ -131,11 +140,11 @@ def _too_big(value: Any) -> str | None:
             children = list(item)
         else:
             size += len(item) if isinstance(item, str) else 8
-            if size > MAX_BYTES:
-                return f"the arguments are larger than {MAX_BYTES} bytes"
+            if max_bytes is not None and size > max_bytes:
+                return f"{what} larger than {max_bytes} bytes"
             continue
         if depth > MAX_DEPTH:
-            return f"the arguments are nested deeper than {MAX_DEPTH} levels"
+            return f"{what} nested deeper than {MAX_DEPTH} levels"
         size += 2 + len(children)
         stack.extend((child, depth + 1) for child in children)
     return None

@@ -10,31 +10,98 @@ from typing import Any
 from evalbench.backends.base import ExecutionResult
 
 MAX_ERROR_CHARS = 4000  # of an error message (an engine may quote a whole value in it)
+MAX_DEPTH = 32  # levels of arrays, documents and composite values a result keeps as they are
 _MAX_BATCH = 1000  # rows fetched at once while reading a cursor
 _SCALAR_BYTES = 16  # numbers, dates, booleans, NULL: about what a Python object of them costs
+_CONTAINERS = (list, tuple, dict)
 
 
-def value_bytes(value: Any, depth: int = 0) -> int:
-    """An estimate of what ``value`` costs to hold: the length of text and bytes, a constant for
-    other scalars, the sum over the items of arrays and JSON documents (depth-limited)."""
+def measure(value: Any) -> tuple[int, int]:
+    """(bytes, depth) of ``value``: what it costs to hold — the length of text and bytes, a
+    constant for other scalars, the sum over the items of arrays and documents, however deep —
+    and how deeply its arrays and documents nest (0 for a scalar). Iterative: SQL can build a
+    JSON document or a list nested thousands of levels deep, and the harness must not recurse
+    into it (nor undercount what is inside it)."""
     kind = type(value)
     if kind is str or kind is bytes:  # the common cases first: this runs for every value read
-        return len(value)
+        return len(value), 0
     if kind is int or kind is float or value is None:
-        return _SCALAR_BYTES
+        return _SCALAR_BYTES, 0
+    if not isinstance(value, _CONTAINERS):
+        return _scalar_bytes(value), 0
+    size, deepest = 0, 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, depth)
+            size += _SCALAR_BYTES
+            stack.extend((child, depth + 1) for pair in item.items() for child in pair)
+        elif isinstance(item, (list, tuple)):
+            deepest = max(deepest, depth)
+            size += _SCALAR_BYTES
+            stack.extend((child, depth + 1) for child in item)
+        else:
+            size += _scalar_bytes(item)
+    return size, deepest
+
+
+def _scalar_bytes(value: Any) -> int:
     if isinstance(value, str):
         return len(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return len(value)
-    if depth < 8 and isinstance(value, (list, tuple)):
-        return _SCALAR_BYTES + sum(value_bytes(v, depth + 1) for v in value)
-    if depth < 8 and isinstance(value, dict):
-        return _SCALAR_BYTES + sum(value_bytes(k, depth + 1) + value_bytes(v, depth + 1) for k, v in value.items())
     return _SCALAR_BYTES
+
+
+def value_bytes(value: Any) -> int:
+    return measure(value)[0]
 
 
 def row_bytes(row: Iterable[Any]) -> int:
     return sum(map(value_bytes, row))
+
+
+def flat_text(value: Any) -> str:
+    """``value`` written out as JSON-like text, without recursion (for a value nested deeper than
+    :data:`MAX_DEPTH`: every later step — comparing, hashing, journaling — walks values)."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Piece):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.append(_Piece("}"))
+            for index, (key, child) in enumerate(reversed(item.items())):
+                stack += [child, _Piece(": "), key] + ([_Piece(", ")] if index < len(item) - 1 else [])
+            stack.append(_Piece("{"))
+        elif isinstance(item, (list, tuple)):
+            stack.append(_Piece("]"))
+            for index, child in enumerate(reversed(item)):
+                stack += [child] + ([_Piece(", ")] if index < len(item) - 1 else [])
+            stack.append(_Piece("["))
+        else:
+            out.append(repr(item) if not isinstance(item, str) else '"' + item.replace('"', '\\"') + '"')
+    return "".join(out)
+
+
+class _Piece(str):
+    """Punctuation of :func:`flat_text` (not a value)."""
+
+
+def kept_row(row: Iterable[Any]) -> tuple[tuple[Any, ...], int]:
+    """``row`` as kept (values nested deeper than :data:`MAX_DEPTH` as :func:`flat_text`) and its size."""
+    values = row if type(row) is tuple else tuple(row)
+    size, flattened = 0, None
+    for index, value in enumerate(values):
+        cost, depth = measure(value)
+        if depth > MAX_DEPTH:
+            flattened = flattened or list(values)
+            flattened[index] = text = flat_text(value)
+            cost = len(text)
+        size += cost
+    return (tuple(flattened) if flattened else values), size
 
 
 class ResultCap:
@@ -53,8 +120,7 @@ class ResultCap:
         if len(self.rows) >= self.max_rows:
             self.truncated = True
             return False
-        kept = row if type(row) is tuple else tuple(row)
-        size = row_bytes(kept)
+        kept, size = kept_row(row)
         if self.bytes + size > self.max_bytes:
             self.truncated = self.cut_at_bytes = True
             return False

@@ -1,6 +1,8 @@
 """How results are loaded into Python: as psycopg does, except that PostgreSQL's infinite dates
 and timestamps load as the largest and smallest Python values (as psycopg2 loads them, which
-BIRD-Interact's evaluator relies on) instead of failing the query."""
+BIRD-Interact's evaluator relies on) instead of failing the query, and a JSON document nested
+deeper than Python's parser goes (SQL can build one thousands of levels deep) loads as its text
+instead of raising out of the driver."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import datetime as dt
 from typing import Any
 
 from psycopg.types import datetime as pgdt
+from psycopg.types import json as pgjson
 
 _INFINITE = {
     "date": (dt.date.max, dt.date.min),
@@ -42,7 +45,24 @@ _LOADERS = [
     ("timestamp", pgdt.TimestampLoader, False), ("timestamp", pgdt.TimestampBinaryLoader, True),
     ("timestamptz", pgdt.TimestamptzLoader, False), ("timestamptz", pgdt.TimestamptzBinaryLoader, True),
 ]
-LOADERS = [(name, _loader(base, name, binary)) for name, base, binary in _LOADERS]
+LOADERS: list[tuple[str, type]] = [(name, _loader(base, name, binary)) for name, base, binary in _LOADERS]
+
+
+def _json_loader(base: type) -> type:
+    class Loader(base):
+        def load(self, data: Any) -> Any:
+            try:
+                return super().load(data)
+            except RecursionError:  # the text as the server sent it (jsonb's binary form: a version byte first)
+                raw = bytes(data)
+                return (raw[1:] if base is pgjson.JsonbBinaryLoader else raw).decode("utf-8", "replace")
+
+    Loader.__name__ = f"Deep{base.__name__}"
+    return Loader
+
+
+LOADERS += [("json", _json_loader(pgjson.JsonLoader)), ("json", _json_loader(pgjson.JsonBinaryLoader)),
+            ("jsonb", _json_loader(pgjson.JsonbLoader)), ("jsonb", _json_loader(pgjson.JsonbBinaryLoader))]
 
 
 def register_loaders(conn: Any) -> Any:

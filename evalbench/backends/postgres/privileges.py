@@ -6,8 +6,10 @@ on the schemas and SELECT, nothing else, and PUBLIC loses its defaults (CONNECT 
 the database, CREATE on schemas — PostgreSQL 14 and older grant CREATE on ``public``). Where the
 admin is a superuser, PUBLIC also loses what lets one session act on or observe others: signal
 functions, the statistics and activity views and functions (``pg_stat_*``, ``pg_statio_*``,
-``pg_stat_get_*``, pg_stat_statements), and the large-object makers (PostgreSQL before 16 lets
-them run in a read-only transaction). These ACLs live in each database's own catalog.
+``pg_stat_get_*``, pg_stat_statements), the lock and snapshot views of other sessions
+(``pg_locks``, ``pg_blocking_pids``, ``pg_current_snapshot``...: which tables golden SQL running
+beside the agent's reads, and when others write), and the large-object makers (PostgreSQL
+before 16 lets them run in a read-only transaction). These ACLs live in each database's own catalog.
 
 A database used as it is: the sandbox and golden roles get CONNECT, USAGE and SELECT; nothing is
 revoked (it is not evalbench's); :func:`evalbench.backends.postgres.roles.verify_reader` refuses
@@ -86,12 +88,14 @@ BEGIN
   FOR r IN SELECT p.oid::regprocedure AS obj FROM pg_proc p
            WHERE p.pronamespace = 'pg_catalog'::regnamespace
              AND (p.proname IN ('pg_cancel_backend', 'pg_terminate_backend', 'lo_create', 'lo_creat', 'lo_from_bytea',
-                                'lo_import') OR p.proname LIKE 'pg\_stat\_get\_%') LOOP
+                                'lo_import', 'pg_lock_status', 'pg_blocking_pids', 'pg_safe_snapshot_blocking_pids',
+                                'pg_isolation_test_session_is_blocked', 'pg_current_snapshot', 'txid_current_snapshot')
+                  OR p.proname LIKE 'pg\_stat\_get\_%') LOOP
     EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', r.obj);
   END LOOP;
   FOR r IN SELECT c.oid::regclass AS obj FROM pg_class c
            WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind = 'v'
-             AND (c.relname LIKE 'pg\_stat\_%' OR c.relname LIKE 'pg\_statio\_%') LOOP
+             AND (c.relname LIKE 'pg\_stat\_%' OR c.relname LIKE 'pg\_statio\_%' OR c.relname = 'pg_locks') LOOP
     EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', r.obj);
   END LOOP;
 END $$;

@@ -40,7 +40,8 @@ from evalbench.errors import ProvisioningError
 log = logging.getLogger(__name__)
 
 # Bump when provisioning itself changes what it leaves behind, so old databases are rebuilt.
-PROVISIONING_VERSION = "4"  # 4: owner, golden and sandbox-write roles; PUBLIC's defaults revoked; catalog fingerprint
+PROVISIONING_VERSION = "5"  # 4: owner, golden and sandbox-write roles; PUBLIC's defaults revoked; catalog fingerprint;
+# 5: pg_locks and the snapshot functions revoked from PUBLIC
 _MARK = "evalbench:"
 _INSERT_BATCH = 500
 DIALECT_DIRS = {"postgres": ("postgres", "postgresql"), "alloydb": ("alloydb", "postgres", "postgresql")}

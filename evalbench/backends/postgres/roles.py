@@ -251,7 +251,8 @@ _OBSERVES = """
 SELECT (has_table_privilege('pg_catalog.pg_stat_activity', 'SELECT')
         OR has_function_privilege('pg_catalog.pg_stat_get_activity(integer)', 'EXECUTE'))
        AND current_setting('track_activities') = 'on',
-       has_table_privilege('pg_catalog.pg_stat_user_tables', 'SELECT')
+       has_table_privilege('pg_catalog.pg_stat_user_tables', 'SELECT'),
+       has_function_privilege('pg_catalog.pg_lock_status()', 'EXECUTE')
 """
 
 
@@ -269,13 +270,15 @@ def verify_reader(target: DatabaseTarget, reader: Login) -> str | None:
                 f"{'; '.join([*rights, *owns])}. Revoke it, e.g. "
                 + "; ".join(f"REVOKE {right} FROM PUBLIC" for right in rights[:3])
                 + f" (and from {reader.user!r} and the roles it is a member of)")
-        observes_statements, observes_statistics = conn.execute(_OBSERVES).fetchone()  # type: ignore[misc]
+        observes_statements, observes_statistics, observes_locks = conn.execute(_OBSERVES).fetchone()  # type: ignore[misc]
         makers = _large_object_makers(conn)
     problems = []
     if observes_statements:
         problems.append("read the statements of other sessions of its role (pg_stat_activity): other conversations' agent SQL")
     if observes_statistics:
         problems.append("read table statistics (pg_stat_*), golden SQL's scans included")
+    if observes_locks:
+        problems.append("read other sessions' locks (pg_locks): which tables golden SQL running beside it reads")
     if makers:
         problems.append(f"make large objects ({', '.join(makers)}), which every execution's rollback undoes")
     if not problems:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -48,12 +50,14 @@ from evalbench.backends.postgres.pgtypes import register_loaders
 from evalbench.backends.postgres.serial import SEQUENCE_STATE, SequenceState, SerialWrites, setval_query
 from evalbench.backends.postgres.target import pg_message
 from evalbench.backends.result_cap import ResultCap
+from evalbench.backends.watchdog import Watchdog
 from evalbench.ratelimit import RateLimiter
 from evalbench.statements import STREAM_KEYWORDS, statement_kind
 
 log = logging.getLogger(__name__)
 
 Connect = Callable[..., psycopg.Connection]
+BACKSTOP_S = 2.0  # past the execution's budget, a statement the server did not stop is abandoned
 # Rows fetched at a time: a chunk is held whole, so rows of a megabyte cost a few megabytes.
 _CHUNK_ROWS = 16 if psycopg.capabilities.has_stream_chunked() else 1
 
@@ -315,6 +319,21 @@ class Sandbox:
         then over), rather than read to its end."""
         if end is None:
             end = time.monotonic() + self._left_ms(None) / 1000
+        # the server's timeout is a cancel it acts on between steps; a single call that never looks
+        # (libxml2's xpath over a huge document) runs on: past a grace, the harness hangs up
+        backstop = Watchdog(lambda: _hang_up(conn), end - time.monotonic() + BACKSTOP_S)
+        try:
+            self._statements(conn, statements, result, end, armed, cancel_rest)
+        except psycopg.OperationalError:
+            if not backstop.fired:
+                raise
+            result.error = "canceling statement due to statement timeout (the server did not stop it: its connection was closed)"
+            result.error_kind, result.columns, result.rows = "timeout", [], []
+        finally:
+            backstop.cancel()
+
+    def _statements(self, conn: psycopg.Connection, statements: list[str], result: ExecutionResult, end: float,
+                    armed: bool, cancel_rest: bool) -> None:
         for index, statement in enumerate(statements):
             last = index == len(statements) - 1
             left = self._left_ms(end)
@@ -446,6 +465,17 @@ def _describe(conn: psycopg.Connection, statement: str) -> list[str]:
         return []
     described = pgconn.describe_prepared(b"")
     return [(described.fname(i) or b"").decode(encoding) for i in range(described.nfields)]
+
+
+def _hang_up(conn: psycopg.Connection) -> None:
+    """Close the connection's socket under the statement waiting on it (which then fails at
+    once); the server's backend ends when its call returns and finds no client."""
+    with contextlib.suppress(OSError, ValueError, psycopg.Error):
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
 
 
 def _hung_up(conn: psycopg.Connection) -> bool:
