@@ -7,10 +7,15 @@ agent and writing its shard.
 Linux delivers the signal itself (``PR_SET_PDEATHSIG``); everywhere, a watcher thread also checks
 the parent every :data:`CHECK_S` seconds (for systems without it, and for a parent that ended
 before the request was made).
+
+A command line is readable by every user of the machine (``ps``, ``/proc/PID/cmdline``): an
+argument holding a secret (``--set model_config={headers: {Authorization: ...}}``) is shown there
+redacted, and its real value travels in the child's environment (readable by its owner only).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -18,11 +23,28 @@ import threading
 import time
 
 CHECK_S = 0.5
+SECRET_ARGS = "EVALBENCH_LIFELINE_ARGS"  # {position: the real argument} of the redacted ones
 
 
-def command(argv: list[str], parent: int | None = None) -> list[str]:
-    """The command line of ``evalbench *argv`` as a child bound to ``parent`` (default: this process)."""
-    return [sys.executable, "-m", "evalbench.lifeline", str(os.getpid() if parent is None else parent), *argv]
+def command(argv: list[str], parent: int | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line of ``evalbench *argv`` as a child bound to ``parent`` (default: this
+    process), secrets redacted, and the environment to start it with (this one's, plus the
+    real values of the redacted arguments)."""
+    from evalbench.redaction import redact_arg
+
+    shown = [redact_arg(arg) for arg in argv]
+    secret = {str(i): arg for i, (arg, seen) in enumerate(zip(argv, shown, strict=True)) if arg != seen}
+    env = {k: v for k, v in os.environ.items() if k != SECRET_ARGS}
+    if secret:
+        env[SECRET_ARGS] = json.dumps(secret)
+    return [sys.executable, "-m", "evalbench.lifeline", str(os.getpid() if parent is None else parent), *shown], env
+
+
+def real_argv(shown: list[str]) -> list[str]:
+    """The arguments ``command`` was given, from the redacted ones and the environment (which
+    then forgets them: a process this one starts does not inherit them)."""
+    secret = json.loads(os.environ.pop(SECRET_ARGS, "{}") or "{}")
+    return [secret.get(str(i), arg) for i, arg in enumerate(shown)]
 
 
 def bind_to_parent(parent: int) -> None:
@@ -54,7 +76,7 @@ def _main(argv: list[str]) -> None:
     if hasattr(signal, "pthread_sigmask"):  # not on Windows
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.argv = ["evalbench", *argv[1:]]
+    sys.argv = ["evalbench", *real_argv(argv[1:])]
     import runpy
 
     runpy.run_module("evalbench", run_name="__main__", alter_sys=True)  # not an import of evalbench.cli: no cycle

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from evalbench import lifeline
 from evalbench.errors import RunDirError
-from evalbench.redaction import redact_arg
 from evalbench.workers import worker_argv
 
 
@@ -69,12 +68,11 @@ def run_shard(task: ShardTask) -> ShardResult:
             unpack(task.packed, base)
         argv = worker_argv(task.argv, task.shard, place, resume=task.packed is not None)
         # the shard's process ends with this Ray worker: a retry never races a lost attempt
-        command = lifeline.command(["run", *argv])
+        command, env = lifeline.command(["run", *argv])  # secrets redacted: the log is kept beside the run
         with log_path.open("wb") as log:
-            shown = " ".join(redact_arg(arg) for arg in command)  # the log is kept beside the run: no secrets
-            log.write(f"evalbench: shard {task.shard} on node {node}: {shown}\n".encode())
+            log.write(f"evalbench: shard {task.shard} on node {node}: {' '.join(command)}\n".encode())
             log.flush()
-            process = subprocess.Popen(command, cwd=task.cwd, stdout=log, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(command, cwd=task.cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
             code, cancelled = _wait(process)
         return ShardResult(task.name, code, node, pack(place) if place.is_dir() else b"", log_path.read_bytes(), cancelled)
     finally:

@@ -65,8 +65,8 @@ def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool, p
     processes = []
     for i, name in enumerate(names, 1):
         log = os.fdopen(open_append(shards_dir / f"{name}.log"), "a", encoding="utf-8")
-        command = lifeline.command(["run", *worker_argv(argv, f"{i}/{workers}", shards_dir / name, resume)])
-        processes.append((name, log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
+        command, env = lifeline.command(["run", *worker_argv(argv, f"{i}/{workers}", shards_dir / name, resume)])
+        processes.append((name, log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                       pass_fds=() if lock is None else (lock.fd,))))
     print(f"evalbench: run {run_dir.name}: {workers} workers (logs in {shards_dir})", file=sys.stderr, flush=True)
     # a resumed shard rewrites its journal as it starts: those are merged when they end, not followed

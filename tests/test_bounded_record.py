@@ -250,3 +250,18 @@ def test_preview_rows_zero_or_more(demo_sandbox, preview_rows):
                                                demo_sandbox, build_scorers(SCORERS)))
     generated = conversation_record(conv, "r", preview_rows)["phases"][0]["generated"]
     assert len(generated["preview"]) == min(preview_rows, generated["row_count"])
+
+
+def test_a_value_nested_past_pythons_recursion_limit_is_journaled_with_a_marker():
+    """A hostile reply's value nested deeper than Python can walk never stops the journal writer."""
+    from evalbench.results.journal.record import DEEP, MAX_DEPTH, _canonical, bounded, plain
+
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    kept = json.loads(json.dumps(plain({"events": deep})))
+    level, depth = kept["events"], 1
+    while isinstance(level, list):
+        level, depth = level[0], depth + 1
+    assert level == DEEP and depth == MAX_DEPTH + 1
+    assert DEEP in json.dumps(bounded(deep, 100_000)[0]) and DEEP in json.dumps(_canonical(deep))

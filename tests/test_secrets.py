@@ -130,6 +130,36 @@ def test_secrets_of_nested_set_values_are_nowhere(tmp_path, pgdata):
     assert recorded["base_url"] == f"http://carol:***@{host}/v1?access_token=***&sig=***"
 
 
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads other processes' command lines in /proc")
+def test_workers_get_the_secrets_of_the_command_line_without_showing_them_to_ps(tmp_path, pgdata):
+    """Any user of the machine reads a process's command line: ``run --workers`` starts its
+    workers with the secret arguments redacted there, and their real values in the environment."""
+    secret = "sk-worker-hdr-6620"
+    command_lines: list[bytes] = []
+
+    def spy(request: Received) -> Scripted:  # while a worker waits for this reply, it is alive
+        for proc in Path("/proc").iterdir():
+            try:
+                line = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+            except OSError:
+                continue
+            if b"evalbench.lifeline" in line:
+                command_lines.append(line)
+        return _echo(request)
+
+    with FakeLLMServer(spy) as server:
+        agent = {"agent": "openai_compat", "model": "m", "retry": {"max_retries": 0}, "base_url": f"{server.url}/v1",
+                 "headers": {"x-api-key": secret}}
+        config = dict(_base_config(tmp_path, server), dialects=["postgres"])  # a file database has one worker
+        (tmp_path / "items.jsonl").write_text("".join(json.dumps(item(f"w{i}", "SELECT 1 AS one")) + "\n" for i in range(4)),
+                                              encoding="utf-8")
+        _run(tmp_path, config, "--set", "model_config=" + json.dumps(agent), "--workers", "2")
+        sent = [r.headers.get("x-api-key") for r in server.requests]
+    assert sent and set(sent) == {secret}  # the workers called the agent with the real key
+    assert command_lines and all(b"evalbench.lifeline" in line and secret.encode() not in line for line in command_lines)
+    assert any(b"***" in line for line in command_lines)
+
+
 def test_a_config_error_does_not_echo_a_secret(tmp_path):
     """A value that fails validation is quoted in the error, with its secrets redacted."""
     config = tmp_path / "run.yaml"

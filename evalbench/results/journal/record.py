@@ -139,16 +139,23 @@ def clean_value(value: Any) -> Any:
     return value
 
 
-def plain(value: Any, limit: int | None = None) -> Any:
+MAX_DEPTH = 100  # levels of nesting a journaled value keeps (backends keep deeper results as text)
+DEEP = "...[nested too deep]"
+
+
+def plain(value: Any, limit: int | None = None, depth: int = 0) -> Any:
     """A JSON-able copy of ``value``: texts cleaned and cut to ``limit`` bytes, dicts with string
-    keys, tuples and sets as lists, enums by value, dataclasses as dicts, anything else as ``str``."""
+    keys, tuples and sets as lists, enums by value, dataclasses as dicts, anything else as ``str``;
+    a value nested deeper than :data:`MAX_DEPTH` (a hostile reply's) as a marker, never a RecursionError."""
+    if depth > MAX_DEPTH:
+        return DEEP
     kind = type(value)  # the exact built-in types first: a journal record is mostly these
     if kind is str:
         return clip_text(value, limit)
     if kind is dict:
-        return {_key(k): plain(v, limit) for k, v in value.items()}
+        return {_key(k): plain(v, limit, depth + 1) for k, v in value.items()}
     if kind is list or kind is tuple:
-        return [plain(v, limit) for v in value]
+        return [plain(v, limit, depth + 1) for v in value]
     if value is None or kind is int or kind is bool or kind is float:
         return value
     if isinstance(value, (bool, int)):
@@ -158,11 +165,11 @@ def plain(value: Any, limit: int | None = None) -> Any:
     if isinstance(value, float):
         return value
     if isinstance(value, enum.Enum):
-        return plain(value.value, limit)
+        return plain(value.value, limit, depth + 1)
     if isinstance(value, dict):
-        return {_key(k): plain(v, limit) for k, v in value.items()}
+        return {_key(k): plain(v, limit, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [plain(v, limit) for v in value]
+        return [plain(v, limit, depth + 1) for v in value]
     if isinstance(value, Decimal):
         return float(value) if value.is_finite() else str(value)
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
@@ -170,11 +177,11 @@ def plain(value: Any, limit: int | None = None) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return clip_text("\\x" + bytes(value).hex(), limit)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name), limit) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name), limit, depth + 1) for f in dataclasses.fields(value)}
     model_dump = getattr(value, "model_dump", None)  # pydantic models
     if callable(model_dump):
         try:
-            return plain(model_dump(), limit)
+            return plain(model_dump(), limit, depth + 1)
         except Exception:  # noqa: BLE001 - a model that cannot dump itself is written as text
             pass
     return clip_text(str(value), limit)
@@ -238,17 +245,19 @@ def json_value(value: Any, limit: int | None = CAPS.cell) -> Any:
     return _cell(value, limit)[0]
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: Any, depth: int = 0) -> Any:
     """One cell as hashed: JSON numbers, texts, booleans and nulls as they are; structured values
-    recursively; any other type as ``{"$<type>": text}``."""
+    recursively (past :data:`MAX_DEPTH`, a marker); any other type as ``{"$<type>": text}``."""
+    if depth > MAX_DEPTH:
+        return DEEP
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in value.items()}
+        return {str(k): _canonical(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
+        return [_canonical(v, depth + 1) for v in value]
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$bytes": bytes(value).hex()}
     return _tagged(value)
