@@ -27,6 +27,8 @@ from tests.attack_agent import item
 from tests.test_attacks_sql import generated, phase, run_evalbench
 from tests.test_backend_engine_processes import BUILT_COUNTERS, EXPENSIVE, INSERT, ROWS, SETUP, _counters, _high_water_mb
 
+pytestmark = pytest.mark.slow  # whole runs per attack: CI runs them in `make test-slow`
+
 BUDGET_S = 1.0
 COUNT = "SELECT count(*) FROM items"
 PERSIST = {

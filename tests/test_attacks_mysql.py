@@ -62,7 +62,8 @@ def _server() -> tuple[str | None, bool]:
 
 
 _UNAVAILABLE, MARIADB = _server()
-pytestmark = pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or "")
+pytestmark = [pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or ""),
+              pytest.mark.slow]  # whole runs per attack: CI runs them in `make test-slow`
 
 SETUP = """CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(50), price DECIMAL(10, 2)) ENGINE=InnoDB;
 CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(50)) ENGINE=InnoDB;
@@ -254,7 +255,6 @@ def _counter_items(name: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
     return items, dict(scripts, reads="SELECT max(id) AS top FROM log")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("workers", [None, 2])
 def test_an_agent_script_equal_to_the_golden_insert_passes_in_every_conversation(tmp_path: Path, shop: Any,
                                                                                   workers: int | None) -> None:

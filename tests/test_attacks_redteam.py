@@ -40,6 +40,8 @@ from tests.test_attacks_files import _run as file_run
 from tests.test_attacks_pg_integrity import database, on, run, server  # noqa: F401  (fixtures)
 from tests.test_attacks_sql import generated, phase, run_evalbench
 
+pytestmark = pytest.mark.slow  # whole runs per attack: CI runs them in `make test-slow`
+
 MB = 1_000_000
 CAP = 8 * MB
 

@@ -141,6 +141,7 @@ def _count(sandbox: Any) -> int:
     return result.rows[0][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "sql"), [(name, sql) for name, attacks in EXPENSIVE.items() for sql in attacks])
 def test_an_expensive_function_call_is_stopped_within_a_small_multiple_of_its_budget(shared: dict[str, Any], name: str,
                                                                                     sql: str) -> None:

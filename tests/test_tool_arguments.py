@@ -33,6 +33,8 @@ from tests.conftest import DEMO
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted, chat_completion
 from tests.helpers import make_item
 
+pytestmark = pytest.mark.slow  # whole runs per attack: CI runs them in `make test-slow`
+
 GOLDEN = "SELECT count(*) FROM stores"
 TOOLS = ["list_tables", "describe_table", "sample_rows", "search_knowledge", "run_sql"]
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -357,6 +357,7 @@ FUZZED = {"manifest.json": ("run", ["report", "compare", "resume", "rescore"]),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(line=st.integers(0, 10**6), place=st.integers(0, 10**6), shallow=st.booleans(), value=JSON_VALUES)
 @pytest.mark.parametrize("what", list(FUZZED))
+@pytest.mark.slow
 def test_fuzzed_run_files_give_exit_0_or_2_never_a_traceback(fuzz_dirs, tmp_path_factory, capsys, what, line, place,
                                                               shallow, value):
     """One value anywhere in a manifest, a shard's manifest, a summary or a journal line replaced

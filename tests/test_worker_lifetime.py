@@ -19,6 +19,8 @@ import pytest
 from evalbench.cli import main
 from evalbench.run_lock import RunLockedError, hold_run_lock
 
+pytestmark = pytest.mark.slow  # whole runs per attack: CI runs them in `make test-slow`
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 SLOW = ["--set", "model_config={agent: simulated:oracle, latency_s: 0.15}", "--set",

@@ -122,6 +122,7 @@ def _worker_pids(run_id: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_a_killed_worker_fails_the_run_and_resume_completes_it(tmp_path: Path, pgdata: Path) -> None:
     command = [sys.executable, "-m", "evalbench", "run", "--config", str(QUICKSTART), "--output-dir", str(tmp_path),
                "--run-id", "k", "--no-progress", "--workers", "2", *SLOW]
