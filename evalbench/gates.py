@@ -4,7 +4,8 @@ A metric is named ``<scorer>`` (its main-phase pass rate), ``<scorer>.<phase>``,
 (the main phase's own verdict) or ``success.follow_up``, ``mean_reward``, or any metric scorer's
 mean (``turn_count``); with repeated trials also ``pass_hat_k.K`` (pass^K), ``pass_at_k.K`` and
 ``consistency`` (docs/runs.md). Values are fractions (``0.6``) or percentages (``60%``); a delta
-``5%`` is 0.05 of a rate.
+``5%`` is 0.05 of a rate. A bare number above 1 on a rate is an error (``success=80`` is a gate
+that can never pass: write ``80%``); a mean metric (``turn_count``) takes any bare number.
 
 - ``--fail-under exec_match=0.6``: fails when the metric is below 0.6.
 - ``--baseline RUN --max-regression exec_match=2%``: fails when the metric fell by more than
@@ -20,6 +21,7 @@ the run's rates. ``--allow-incomplete`` accepts them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,15 @@ class Threshold:
     metric: str
     value: float
     text: str  # as given, for messages
+    percent: bool = False  # written with %: a rate by construction
+
+
+def check_rate_value(option: str, threshold: Threshold) -> None:
+    """ConfigError naming the option and the gate when a rate gate is a bare number above 1."""
+    if not threshold.percent and abs(threshold.value) > 1:
+        raise ConfigError(f"{option} {threshold.text}: {threshold.metric} is a rate from 0 to 1, so "
+                          f"{threshold.value:g} can never be met; write {threshold.value:g}% for a percentage "
+                          f"(or {threshold.value / 100:g} as a fraction)")
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,16 @@ def parse_threshold(text: str, option: str) -> Threshold:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
         raise ConfigError(f"{option} {text!r}: {raw!r} is not a number (write 0.6 or 60%)") from None
-    return Threshold(metric, value, text)
+    if not math.isfinite(value):
+        raise ConfigError(f"{option} {text!r}: {raw!r} is not a finite number (write 0.6 or 60%)")
+    return Threshold(metric, value, text, percent=raw.endswith("%"))
+
+
+def is_rate(summary: dict[str, Any], metric: str) -> bool:
+    """Whether ``metric`` is a rate in ``summary`` (every metric but a metric scorer's mean)."""
+    name, _, phase = metric.partition(".")
+    tally = ((summary.get("scorers") or {}).get(name) or {}).get(phase or "main")
+    return not (isinstance(tally, dict) and "rate" not in tally and "mean" in tally)
 
 
 def metric_value(summary: dict[str, Any], metric: str) -> float | None:
@@ -121,6 +141,10 @@ def check_gates(summary: dict[str, Any], fail_under: list[Threshold], max_regres
         complete = _completeness_gate(baseline, "the baseline run", allow_incomplete)
         if complete is not None:
             results.append(complete)
+    for option, gates in (("--fail-under", fail_under), ("--max-regression", max_regression)):
+        for gate in gates:
+            if is_rate(summary, gate.metric):
+                check_rate_value(option, gate)
     for gate in fail_under:
         actual = metric_value(summary, gate.metric)
         passed = actual is not None and actual >= gate.value

@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError
+from evalbench.gates import Threshold, check_rate_value
 from evalbench.probes import Unreachable
 
 if TYPE_CHECKING:
     from evalbench.config import RunConfig
-    from evalbench.gates import Threshold
 
 log = logging.getLogger(__name__)
 
@@ -193,15 +193,25 @@ def gate_metric_names(scorers: Iterable[str], trials: int = 1) -> list[str]:
 
 def check_gate_metrics(gates: Sequence[tuple[str, Threshold]], scorers: Iterable[str], trials: int = 1) -> None:
     """ConfigError (exit 2) for the first gate whose metric the run will not have."""
+    scorers = list(scorers)
     known = gate_metric_names(scorers, trials)
     for option, threshold in gates:
         if threshold.metric in known:
+            if threshold.metric.partition(".")[0] not in _mean_scorers(scorers):
+                check_rate_value(option, threshold)
             continue
         close = difflib.get_close_matches(threshold.metric, known, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         bare = [name for name in known if "." not in name]
         raise ConfigError(f"{option} {threshold.text}: unknown metric {threshold.metric!r}; {hint}this run's metrics are "
                           f"{', '.join(bare)} (add .follow_up for the follow-up phase)")
+
+
+def _mean_scorers(scorers: Iterable[str]) -> set[str]:
+    """The scorers among ``scorers`` that report a mean, not a rate (``turn_count``)."""
+    from evalbench.scoring import SCORERS
+
+    return {name for name in scorers if name in SCORERS and getattr(SCORERS.get(name), "is_metric", False)}
 
 
 def validate_gates(config: RunConfig, gates: Sequence[tuple[str, Threshold]]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from evalbench.cli import main
 from evalbench.errors import ConfigError
 from evalbench.gates import check_gates, metric_value, parse_threshold
-from tests.conftest import DEMO
+from tests.conftest import DEMO, ROOT
 
 SUMMARY = {
     "success": {"main": {"rate": 0.6}, "follow_up": {"rate": 0.5}},
@@ -36,6 +36,28 @@ def test_parse_threshold(text, metric, value):
 def test_bad_thresholds_are_config_errors(text):
     with pytest.raises(ConfigError, match="--fail-under"):
         parse_threshold(text, "--fail-under")
+
+
+@pytest.mark.parametrize("text", ["success=80", "exec_match.follow_up=1.5", "mean_reward=2", "pass_hat_k.2=95"])
+def test_a_bare_number_above_1_on_a_rate_is_an_error_naming_the_gate(text):
+    summary = {**SUMMARY, "trials": {"trials": 2, "pass_hat_k": {"2": {"rate": 0.5}}}}
+    with pytest.raises(ConfigError, match=rf"--fail-under {text.replace('.', '[.]')}: .* is a rate from 0 to 1.*%"):
+        check_gates(summary, [parse_threshold(text, "--fail-under")], [], None)
+
+
+def test_a_mean_takes_any_bare_number_and_a_rate_takes_percentages():
+    gates = [parse_threshold("turn_count=3", "--fail-under"), parse_threshold("success=50%", "--fail-under")]
+    assert [g.passed for g in check_gates(SUMMARY, gates, [], None)] == [False, True]
+    with pytest.raises(ConfigError, match="finite"):
+        parse_threshold("success=inf", "--fail-under")
+
+
+def test_a_bare_percentage_is_refused_before_the_run_starts(tmp_path, capsys):
+    args = ["run", "--config", str(ROOT / "configs" / "quickstart.yaml"), "--output-dir", str(tmp_path), "--no-progress"]
+    assert main([*args, "--fail-under", "success=80"]) == 2
+    err = capsys.readouterr().err
+    assert "--fail-under success=80" in err and "80%" in err
+    assert not any(tmp_path.iterdir())  # refused before any conversation
 
 
 def test_metric_values():
