@@ -59,9 +59,32 @@ def test_case(pred_sqls, sol_sqls, db_name, conn):
     rows, _, _ = execute_queries("SELECT count(*) FROM stores", db_name, conn)
     assert rows[0][0] > 0
 """
-    verdict = run_test_case(conninfo, case, ["UPDATE no_such_table SET x = 1"], [PRED_OK])
+    verdict = run_test_case(conninfo, case, ["UPDATE no_such_table SET x = 1"], [PRED_OK], run_pred_first=False)
     assert not verdict.passed and verdict.message.startswith("assertion failed: the predicted SQL failed")
     assert 'relation "no_such_table" does not exist' in verdict.message
+
+
+# BIRD-Interact's batch_eval runs pred_sqls before the test cases and fails the item on an
+# execution error or timeout ("[exec_err_flg]"): the right change does not save a script that errors.
+@pytest.mark.parametrize("script", [
+    f"{PRED_OK}; UPDATE no_such_table SET x = 1",  # the right change, then an error
+    f"{PRED_OK}; INSERT INTO stores SELECT * FROM stores WHERE store_id = 1",  # then a duplicate key
+    f"{PRED_OK}; SELECT 1/0",  # then a read that errors
+    f"{PRED_OK}; SELECT pg_sleep(5)",  # then a timeout
+])
+def test_an_answer_whose_execution_errors_fails_before_any_test_case(conninfo, script):
+    verdict = run_test_case(conninfo, CASE_OK, [script], [PRED_OK], db_name="greenleaf", statement_timeout_s=1)
+    assert not verdict.passed and verdict.kind == "execution", verdict
+    assert "no test case ran" in verdict.message
+
+
+def test_the_right_script_twice_fails_when_its_second_run_errors(conninfo):
+    once = ("INSERT INTO stores (store_id, store_name, city, state, opened_on, manager_name) "
+            "VALUES (900, 'New', 'Reno', 'NV', DATE '2024-01-01', 'Zed')")
+    case = CASE_OK.replace("store_id = 1", "store_id = 900")
+    assert run_test_case(conninfo, case, [once], [once], db_name="greenleaf").kind != "execution"
+    verdict = run_test_case(conninfo, case, [f"{once}; {once}"], [once], db_name="greenleaf")
+    assert not verdict.passed and verdict.kind == "execution" and "duplicate key" in verdict.message, verdict
 
 
 def test_non_assertion_error_fails(conninfo):
@@ -270,7 +293,7 @@ def test_demo_management_item(conninfo, instance_id):
         assert verdict.passed, verdict
         for wrong in WRONG_STATEMENTS[instance_id] + ["SELECT 1"]:
             verdict = run_test_case(conninfo, case, [wrong], item["sol_sql"], db_name="greenleaf")
-            assert not verdict.passed and verdict.kind in {"assertion", "error", "forbidden"}, (wrong, verdict)
+            assert not verdict.passed and verdict.kind in {"assertion", "error", "forbidden", "execution"}, (wrong, verdict)
     with psycopg.connect(conninfo) as conn:
         assert conn.execute(state).fetchone() == before  # nothing persisted
 

@@ -35,6 +35,26 @@ class Helpers:
         self.errors: list[str] = []  # SQL errors the helpers swallowed, for the failure message
         self.agent_statements: set[str] = set()  # run through the extended protocol: one command each
         self.pred_query_result: Any = None
+        self.in_unit = False  # inside run_unit: statements are committed together at its end
+
+    def run_unit(self, statements: list[str], db_name: str = "") -> tuple[Any, bool, bool]:
+        """The agent's script as BIRD-Interact's ``batch_eval`` runs a ``pred_sqls`` entry (one
+        ``cursor.execute`` of the whole text, then a commit): one transaction, rolled back whole
+        at its first error or timeout. (rows of the last statement, error, timeout)."""
+        import psycopg
+
+        self.in_unit = True
+        try:
+            result, error, timeout = self.execute_queries(statements, db_name, None)
+        finally:
+            self.in_unit = False
+        if self.commit_each and not self.conn.closed:
+            try:
+                self.conn.rollback() if error or timeout else self.conn.commit()
+            except psycopg.Error as exc:
+                error = True
+                self.errors.append(f"committing the agent's SQL: {exc}")
+        return result, error, timeout
 
     def run_statement(self, statement: str, params: Any = None, *, cursor_result: bool = False) -> Any:
         """One statement, committed alone or under a savepoint; its rows (None when it returns
@@ -67,7 +87,8 @@ class Helpers:
             self.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}") if not self.commit_each else self.conn.rollback()
             raise
         if self.commit_each:
-            self.conn.commit()
+            if not self.in_unit:
+                self.conn.commit()
         else:
             self.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         return rows
@@ -112,8 +133,9 @@ class Helpers:
             except psycopg.Error:
                 if is_solution:
                     error = True
-            except Exception:  # noqa: BLE001 — BIRD-Interact counts anything else as an error
+            except Exception as exc:  # noqa: BLE001 — BIRD-Interact counts anything else as an error
                 error = True
+                self.errors.append(f"{' '.join(str(query).split())[:120]}: {type(exc).__name__}: {exc}")
             break  # as BIRD-Interact: the queries after a failing one are not run
         return result, error, timeout
 

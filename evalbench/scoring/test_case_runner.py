@@ -39,7 +39,7 @@ BACKSTOP_S = 20.0  # start-up and confinement, on top of the cases' own time
 @dataclass(frozen=True)
 class TestCaseVerdict:
     passed: bool
-    kind: str  # "passed", "assertion", "error", "timeout", "preprocess", "connection", "crash"
+    kind: str  # "passed", "assertion", "error", "timeout", "preprocess", "execution" (the agent's SQL failed), "connection", "crash"
     message: str = ""
 
 

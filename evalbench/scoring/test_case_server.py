@@ -88,7 +88,12 @@ def prepare(conn: Any, spec: dict[str, Any], timeout_ms: int, commit_each: bool)
     helpers.agent_statements.update(pred_sqls)
     spec["pred_statements"] = pred_sqls
     if spec.get("run_pred_first", True):
-        helpers.pred_query_result, _, _ = helpers.execute_queries(pred_sqls, spec.get("db_name", ""), None, is_solution=False)
+        helpers.pred_query_result, error, timeout = helpers.run_unit(pred_sqls, spec.get("db_name", ""))
+        if error or timeout:  # batch_eval: "[exec_err_flg]", the item fails before its test cases
+            cause = f"timed out after {timeout_ms / 1000:g} s" if timeout else \
+                (helpers.errors[-1] if helpers.errors else "failed")
+            return helpers, {"passed": False, "kind": "execution",
+                             "message": f"the agent's SQL failed, so no test case ran: {cause}"}
     return helpers, None
 
 

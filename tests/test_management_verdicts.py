@@ -1,0 +1,53 @@
+"""Management answers judged as BIRD-Interact's ``batch_eval`` judges them, through a real
+``evalbench run`` with an agent over HTTP: the answer script runs once as one unit before the test
+cases, and an execution error or timeout fails the phase — a right change does not save a script
+that errors afterwards, nor the right script run twice (docs/scoring.md#test_cases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.attack_agent import item
+from tests.test_attacks_sql import phase, run_evalbench
+
+UPDATE = "UPDATE stores SET manager_name = 'Zed' WHERE store_id = 1"
+INSERT = ("INSERT INTO stores (store_id, store_name, city, state, opened_on, manager_name) "
+          "VALUES (900, 'New', 'Reno', 'NV', DATE '2024-01-01', 'Zed')")
+CASE = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    rows, err, timeout = execute_queries("SELECT manager_name FROM stores WHERE store_id = {store}", db_name, conn)
+    assert not err and not timeout
+    assert rows == [('Zed',)], f"got {{rows}}"
+"""
+# item id -> (golden, the agent's script, passes)
+ANSWERS: dict[str, tuple[str, str, bool]] = {
+    "right_update": (UPDATE, UPDATE, True),
+    "right_insert": (INSERT, INSERT, True),
+    "error_after_the_right_change": (UPDATE, f"{UPDATE}; UPDATE no_such_table SET x = 1", False),
+    "failing_read_after_the_right_change": (UPDATE, f"{UPDATE}; SELECT 1 / 0", False),
+    "the_right_script_twice": (INSERT, f"{INSERT}; {INSERT}", False),
+    "timeout_after_the_right_change": (UPDATE, f"{UPDATE}; SELECT pg_sleep(10)", False),
+}
+
+
+@pytest.mark.parametrize("semantics", ["bird_interact", "evalbench"])
+def test_an_answer_whose_execution_errors_never_passes(tmp_path: Path, pgdata: Path, semantics: str) -> None:
+    items: list[dict[str, Any]] = []
+    for key, (golden, _, _) in ANSWERS.items():
+        store = 900 if golden == INSERT else 1
+        items.append(item(key, golden, category="Management", test_cases=[CASE.format(store=store)]))
+    result = run_evalbench(tmp_path, items, {key: script for key, (_, script, _) in ANSWERS.items()},
+                           statement_timeout_s=2,
+                           scorers={"exec_match": {"semantics": semantics}, "test_cases": {}, "executable": {}})
+    assert result.code == 0
+    assert sorted(result.order) == sorted(ANSWERS)
+    for key, (_, _, passes) in ANSWERS.items():
+        record = phase(result.records[key])
+        verdict = record["scores"]["test_cases"]
+        assert verdict["passed"] is passes, (key, verdict)
+        assert record["primary"] == "test_cases" and record["passed"] is passes, (key, record["passed"])
+        if not passes:
+            assert "no test case ran" in verdict["detail"], (key, verdict)
