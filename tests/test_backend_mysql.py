@@ -180,6 +180,7 @@ def test_errors_are_classified(shop) -> None:
     "SELECT * FROM items LOCK IN SHARE MODE", "SELECT * FROM items FOR SHARE", "SELECT id FROM (SELECT id FROM items FOR UPDATE) x",
     "SELECT * FROM (SELECT * FROM items /*! LOCK IN SHARE MODE */) x", "SELECT * FROM (SELECT * FROM items /*M!100000 FOR SHARE */) x",
 ])
+@pytest.mark.slow
 def test_read_mode_refuses_writes_and_everything_else(shop, sql: str) -> None:
     _, config, _, _, sandbox = shop
     result = sandbox.execute(sql)
@@ -643,6 +644,7 @@ def test_agent_users_of_a_dead_process_are_dropped_by_the_next_sandbox(tmp_path:
     assert _agent_users(name) == set()
 
 
+@pytest.mark.slow
 def test_a_result_is_cut_at_the_byte_cap_while_it_is_read(tmp_path: Path, shop) -> None:
     """Deliverable 7: 300 rows of 1 MB, a 4 MB cap: the result stops at the cap and the rows past
     it are never held (traced allocations stay far below the result's size)."""
@@ -669,6 +671,7 @@ def test_a_result_is_cut_at_the_byte_cap_while_it_is_read(tmp_path: Path, shop) 
         capped.close()
 
 
+@pytest.mark.slow
 def test_agent_sql_cannot_take_the_lock_writes_wait_on(shop) -> None:
     """Named locks are server-wide: agent SQL holding what it can guess of the harness's write
     lock's name does not hold up a golden write (the name has a secret part)."""

@@ -33,7 +33,7 @@ ANSWERS: dict[str, tuple[str, str, bool]] = {
 }
 
 
-@pytest.mark.parametrize("semantics", ["bird_interact", "evalbench"])
+@pytest.mark.parametrize("semantics", ["bird_interact", pytest.param("evalbench", marks=pytest.mark.slow)])
 def test_an_answer_whose_execution_errors_never_passes(tmp_path: Path, pgdata: Path, semantics: str) -> None:
     items: list[dict[str, Any]] = []
     for key, (golden, _, _) in ANSWERS.items():
