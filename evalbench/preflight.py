@@ -194,10 +194,10 @@ def gate_metric_names(scorers: Iterable[str], trials: int = 1) -> list[str]:
 def check_gate_metrics(gates: Sequence[tuple[str, Threshold]], scorers: Iterable[str], trials: int = 1) -> None:
     """ConfigError (exit 2) for the first gate whose metric the run will not have."""
     scorers = list(scorers)
-    known = gate_metric_names(scorers, trials)
+    known, means = gate_metric_names(scorers, trials), _mean_scorers(scorers)
     for option, threshold in gates:
         if threshold.metric in known:
-            if threshold.metric.partition(".")[0] not in _mean_scorers(scorers):
+            if threshold.metric.partition(".")[0] not in means:
                 check_rate_value(option, threshold)
             continue
         close = difflib.get_close_matches(threshold.metric, known, n=1)
