@@ -12,8 +12,9 @@ from sqlglot import expressions as exp
 from evalbench.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score, bird_compare
 from evalbench.scoring.compare import compare
+from evalbench.scoring.hard_coded import hard_coded
 from evalbench.scoring.semantics import ResultRules
-from evalbench.statements import last_statement
+from evalbench.statements import last_statement, sqlglot_dialect
 
 
 @lru_cache(maxsize=1024)
@@ -106,7 +107,24 @@ class ExecMatch:
         if phase.generated is None:
             return Score(0.0, False, detail="the agent returned no SQL")
         runs = phase.golden_run_sql or [[sql] for sql in phase.golden_sql]
-        return self._bird(phase, runs) if self.rules.bird else self._evalbench(phase, runs)
+        score = self._bird(phase, runs) if self.rules.bird else self._evalbench(phase, runs)
+        return self._hard_coded(conversation, phase, runs, score) if score.passed else score
+
+    def _hard_coded(self, conversation: Conversation, phase: PhaseRecord, runs: list[list[str]], score: Score) -> Score:
+        """A pass whose SQL types the values in (:mod:`evalbench.scoring.hard_coded`) is flagged
+        ``hard_coded``; under ``evalbench`` it fails, unless the golden SQL is itself hard-coded."""
+        dialect = getattr(phase.sandbox, "dialect", None) or sqlglot_dialect(conversation.item.dialect)
+        reason = hard_coded([phase.sql or ""], dialect)
+        if reason is None:
+            return score
+        flags = (*score.flags, "hard_coded")
+        if any(hard_coded(run, dialect) for run in runs):
+            return replace(score, detail=f"{score.detail}; hard-coded, as the golden SQL is (the SQL {reason})", flags=flags)
+        if self.rules.bird:
+            return replace(score, detail=f"{score.detail}; hard-coded: the SQL {reason} "
+                                         "(BIRD-Interact's evaluator does not check)", flags=flags)
+        return Score(0.0, False, detail=f"hard-coded answer: the SQL {reason}, yet returns the golden result "
+                                        "(its values are typed in, not computed from the data)", flags=flags)
 
     def _bird(self, phase: PhaseRecord, runs: list[list[str]]) -> Score:
         order = phase.conditions.order if phase.conditions_explicit else False

@@ -275,6 +275,12 @@ def verdict_notes(summary: dict[str, Any], listed: int = 5) -> list[str]:
     decided = ", ".join(f"{name} {count}" for name, count in deciders.most_common()) or "nothing"
     lines = [f"verdicts: semantics {semantics or 'unrecorded'}; success decided by {decided}; "
              f"empty golden results: {empty} judged phase(s) ({policy})"]
+    hard_coded = sum((tally.get("flags") or {}).get("hard_coded", 0)
+                      for tally in ((summary.get("scorers") or {}).get("exec_match") or {}).values())
+    if hard_coded:
+        lines.append(f"hard-coded answers: {hard_coded} phase(s) whose SQL reads no table or selects only constants yet "
+                     "returns the golden result (exec_match flag hard_coded: a failure under semantics evalbench unless the "
+                     "golden SQL is hard-coded too)")
     invalid = summary.get("invalid_items") or {}
     if invalid.get("count"):
         items = invalid.get("items") or []
