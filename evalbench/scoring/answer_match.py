@@ -15,16 +15,23 @@ applicable to a reply that is SQL alone, or to a management task. In this order:
 4. the answer must not be a dump: more numbers than ``max(10, 3 × cells)``, or more listed
    entries (separated by commas, semicolons, lines, bullets, "and"/"or") than ``2 × cells + 2``:
    fail, flag ``unfocused`` (a list of every candidate would contain any answer);
-5. every distinct non-NULL golden cell must be **found** in the text:
+5. every distinct non-NULL golden cell must be **stated** (:mod:`evalbench.scoring.answer_text`
+   reads the values written; SQL code and markdown emphasis are dropped first):
 
    - a number: some number written in the text (``1,234.5``, ``-3``, ``45%`` read as 0.45 too)
      that equals the golden value rounded half-up to the places the text shows and is within
      1 % of it (``3.14`` gives 3.14159; ``3`` does not, nor does ``1`` give 0.5);
    - a boolean: ``yes``/``true`` or ``no``/``false`` as a word;
    - a date: ``2024-03-05``, ``March 5, 2024``, ``5 March 2024`` (month names or their first
-     three letters); a timestamp: its date, and its ``HH:MM`` when it is not midnight;
+     three letters); a timestamp: its date, with its ``HH:MM`` written beside it when it is not
+     midnight;
    - text (and anything else, by its text form): the value, case and spaces ignored, as a whole
      word sequence;
+
+   and not under a negation scoped to it ("it is not 9": flag ``denied``); then nothing else
+   may be asserted — no other value, no other listed entry, no hedge, and each golden row's
+   values stated together (:mod:`evalbench.scoring.answer_rules`: flags ``extra_values``,
+   ``extra_entities``, ``hedge``, ``misaligned``);
 
 6. with the ``llmrater`` option (the judge's model, votes, seed, ...: the ``llmrater`` scorer's
    options), a deterministic pass is confirmed by a pinned LLM judge (temperature 0, seeded,
@@ -37,20 +44,18 @@ judged by this scorer (it counts towards ``success``); otherwise it only reports
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-from collections.abc import Iterable
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score
-from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, round_half_up
+from evalbench.scoring.answer_rules import Context, Golden, extra_entities, extra_values, hedges, misaligned_rows
+from evalbench.scoring.answer_text import Mention, cell_kind, clean, numbers_in, read_mentions
+from evalbench.scoring.compare import EMPTY_GOLD_POLICIES
 
 NAME = "answer_match"
 OPTIONS = ("max_cells", "empty_gold", "llmrater")
-NUMBER_TOLERANCE = Decimal("0.01")  # a written number may be rounded, by at most 1 %
 
 REFUSAL = re.compile(
     r"\b(?:i\s*(?:am|'m)\s*(?:sorry|unable|not able)|i\s*(?:cannot|can't|can\s*not|could\s*not|couldn't)"
@@ -58,35 +63,8 @@ REFUSAL = re.compile(
     r"|no\s+(?:data|information)\s+(?:is\s+)?available|not\s+(?:possible|able)\s+to\s+(?:answer|tell|determine))",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(%?)")
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
-_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-_DATE_FORMS = (
-    re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"),
-    re.compile(_MONTH + r"\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b", re.IGNORECASE),
-    re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH + r"\.?,?\s+(\d{4})\b", re.IGNORECASE),
-)
-
-
-# --------------------------------------------------------------------------- reading the text
-
-
-def numbers_in(text: str) -> list[Decimal]:
-    """Every number written in ``text`` (a percentage also as its fraction)."""
-    found: list[Decimal] = []
-    for match in _NUMBER.finditer(text):
-        try:
-            value = Decimal(match.group(0).rstrip("%").replace(",", ""))
-        except InvalidOperation:
-            continue
-        found.append(value)
-        if match.group(1):  # 45% is also 0.45
-            found.append(value.scaleb(-2))
-    return found
-
-
 _SEPARATORS = re.compile(r";|\n|,(?!\d{3}\b)|\s+(?:and|or)\s+|\s[-*•]\s")
+_TRUE, _FALSE = ("yes", "true"), ("no", "false", "not")
 
 
 def list_entries(text: str) -> int:
@@ -94,68 +72,12 @@ def list_entries(text: str) -> int:
     return sum(1 for part in _SEPARATORS.split(text) if part.strip(" .:-*•"))
 
 
-def dates_in(text: str) -> set[dt.date]:
-    found: set[dt.date] = set()
-    for index, form in enumerate(_DATE_FORMS):
-        for match in form.finditer(text):
-            groups = match.groups()
-            try:
-                if index == 0:
-                    found.add(dt.date(int(groups[0]), int(groups[1]), int(groups[2])))
-                elif index == 1:
-                    found.add(dt.date(int(groups[2]), _month(groups[0]), int(groups[1])))
-                else:
-                    found.add(dt.date(int(groups[2]), _month(groups[1]), int(groups[0])))
-            except ValueError:
-                continue
-    return found
+def _word_found(words: tuple[str, ...], text: str) -> bool:
+    return any(re.search(r"(?<!\w)" + word + r"(?!\w)", text, re.IGNORECASE) for word in words)
 
 
-def _month(name: str) -> int:
-    return next(i + 1 for i, month in enumerate(_MONTHS) if month.startswith(name.lower()[:3]))
-
-
-def number_found(value: Decimal, written: Iterable[Decimal]) -> bool:
-    """Some written number equals ``value`` rounded half-up to the places it is written with, and
-    is within 1 % of it (so ``3.14`` gives 3.14159, but ``3`` does not, nor ``1`` 0.5)."""
-    for number in written:
-        exponent = number.as_tuple().exponent
-        places = max(0, -exponent) if isinstance(exponent, int) else 0
-        if round_half_up(value, places) != number:
-            continue
-        if number == value or (value != 0 and abs(number - value) <= abs(value) * NUMBER_TOLERANCE):
-            return True
-    return False
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def text_found(value: str, text: str) -> bool:
-    wanted = _normal(value)
-    if not wanted:
-        return True
-    return re.search(r"(?<!\w)" + re.escape(wanted) + r"(?!\w)", _normal(text)) is not None
-
-
-def cell_found(value: Any, text: str, numbers: list[Decimal], dates: set[dt.date]) -> bool:
-    if isinstance(value, bool):
-        words = ("yes", "true") if value else ("no", "false", "not")
-        return any(text_found(word, text) for word in words)
-    if isinstance(value, (int, float, Decimal)):
-        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-            return text_found(str(value), text)
-        return number_found(Decimal(repr(value)) if isinstance(value, float) else Decimal(value), numbers)
-    if isinstance(value, dt.datetime):
-        if value.date() not in dates:
-            return False
-        return value.time() == dt.time() or value.strftime("%H:%M") in text
-    if isinstance(value, dt.date):
-        return value in dates
-    if isinstance(value, dt.time):
-        return value.strftime("%H:%M") in text
-    return text_found(str(value), text)
+def _shown(values: list[Any]) -> str:
+    return ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values[:3])
 
 
 # --------------------------------------------------------------------------- the scorer
@@ -201,12 +123,13 @@ class AnswerMatch:
             return Score.not_applicable("the agent answered with SQL alone")
         if not text:
             return Score(0.0, False, detail="the agent gave no answer")
-        verdict = self._deterministic(text, _golden(phase))
+        context = Context.of([phase.question, *(t.user_text for t in conversation.turns if t.phase == phase.phase)])
+        verdict = self._deterministic(text, _golden(phase), context)
         if verdict.passed and self.judge is not None:
             return self._confirm(conversation, phase, verdict)
         return verdict
 
-    def _deterministic(self, text: str, golden: ExecutionResult | None) -> Score:
+    def _deterministic(self, text: str, golden: ExecutionResult | None, context: Context) -> Score:
         if REFUSAL.search(text):
             return Score(0.0, False, detail="the answer is a refusal", flags=("refusal",))
         if golden is None:
@@ -215,23 +138,55 @@ class AnswerMatch:
             if self.empty_gold == "n/a":
                 return Score(None, None, applicable=False, detail="the golden result is empty (empty_gold: n/a)")
             return Score(0.0, False, detail=f"the golden result is empty (empty_gold: {self.empty_gold})", flags=("empty_gold",))
-        cells = list(dict.fromkeys(v for row in golden.rows for v in row if v is not None))
-        if len(cells) > self.max_cells:
-            return Score(0.0, False, detail=f"the golden result has {len(cells)} values, more than an answer in words "
+        cells = Golden.of(golden.rows, golden.columns)
+        if len(cells.cells) > self.max_cells:
+            return Score(0.0, False, detail=f"the golden result has {len(cells.cells)} values, more than an answer in words "
                                             f"can be checked for (max_cells: {self.max_cells})", flags=("too_large",))
-        numbers, dates = numbers_in(text), dates_in(text)
-        if len(numbers) > max(10, 3 * len(cells)):
-            return Score(0.0, False, detail=f"the answer holds {len(numbers)} numbers for {len(cells)} golden values",
+        text = clean(text)
+        return self._unfocused(text, cells) or self._judged(text, cells, context)
+
+    @staticmethod
+    def _unfocused(text: str, golden: Golden) -> Score | None:
+        """A dump: so many numbers or entries that it would contain any answer."""
+        count = len(golden.cells)
+        numbers = numbers_in(text)
+        if len(numbers) > max(10, 3 * count):
+            return Score(0.0, False, detail=f"the answer holds {len(numbers)} numbers for {count} golden values",
                          flags=("unfocused",))
         entries = list_entries(text)
-        if entries > 2 * len(cells) + 2:  # a list of every candidate "contains" any subset of them
-            return Score(0.0, False, detail=f"the answer lists {entries} entries for {len(cells)} golden values",
-                         flags=("unfocused",))
-        missing = [cell for cell in cells if not cell_found(cell, text, numbers, dates)]
+        if entries > 2 * count + 2:
+            return Score(0.0, False, detail=f"the answer lists {entries} entries for {count} golden values", flags=("unfocused",))
+        return None
+
+    @staticmethod
+    def _judged(text: str, golden: Golden, context: Context) -> Score:
+        """The rules of :mod:`evalbench.scoring.answer_rules`, in their order."""
+        mentions = read_mentions(text, golden.cells)
+        missing, denied = _missing(text, golden, mentions)
         if missing:
-            shown = ", ".join(repr(m) if isinstance(m, str) else str(m) for m in missing[:3])
-            return Score(0.0, False, detail=f"{len(missing)}/{len(cells)} golden value(s) not in the answer: {shown}")
-        return Score(1.0, True, detail=f"all {len(cells)} golden value(s) are in the answer")
+            flags = ("denied",) if denied else ()
+            why = f" ({len(denied)} only denied: {_shown(denied)})" if denied else ""
+            return Score(0.0, False, flags=flags, detail=f"{len(missing)}/{len(golden.cells)} golden value(s) not in the "
+                                                         f"answer: {_shown(missing)}{why}")
+        extras = extra_values(mentions, text, golden, context)
+        if extras:
+            shown = [text[m.start:m.end] for m in extras]
+            return Score(0.0, False, flags=("extra_values",),
+                         detail=f"the answer also states {len(extras)} value(s) not in the golden result: {_shown(shown)}")
+        entities, alternatives = extra_entities(text, mentions, golden, context)
+        if entities:
+            return Score(0.0, False, flags=("extra_entities",),
+                         detail=f"the answer lists {len(entities)} entr(y/ies) not in the golden result: {_shown(entities)}")
+        hedged = [(text[a.start:a.end], text[b.start:b.end]) for a, b in hedges(mentions, text)]
+        if hedged or alternatives:
+            pair = f"{hedged[0][0]!r} and {hedged[0][1]!r}" if hedged else f"a golden value and {alternatives[0]!r}"
+            return Score(0.0, False, flags=("hedge",), detail=f"the answer hedges between {pair}")
+        apart = misaligned_rows(mentions, golden)
+        if apart:
+            rows = [tuple(golden.cells[i] for i in sorted(golden.rows[r], key=str)) for r in apart]
+            return Score(0.0, False, flags=("misaligned",), detail=f"{len(apart)} golden row(s) not stated together "
+                                                                   f"(values attached to other rows?): {_shown(rows)}")
+        return Score(1.0, True, detail=f"all {len(golden.cells)} golden value(s) are in the answer, row by row, and nothing else")
 
     def _confirm(self, conversation: Conversation, phase: PhaseRecord, verdict: Score) -> Score:
         assert self.judge is not None
@@ -240,6 +195,20 @@ class AnswerMatch:
             return Score(1.0, True, detail=f"{verdict.detail}; the judge agrees ({judged.detail})", flags=judged.flags)
         return Score(0.0, False, detail=f"{verdict.detail}, but the judge disagrees: {judged.detail}",
                      flags=("judge_disagrees", *judged.flags))
+
+
+def _missing(text: str, golden: Golden, mentions: list[Mention]) -> tuple[list[Any], list[Any]]:
+    """The golden cells the answer does not state, and among them those it only denies."""
+    stated = {i for m in mentions if not m.negated for i in m.cells}
+    negated = {i for m in mentions if m.negated for i in m.cells}
+    missing, denied = [], []
+    for index, cell in enumerate(golden.cells):
+        found = _word_found(_TRUE if cell else _FALSE, text) if cell_kind(cell) == "bool" else index in stated
+        if not found:
+            missing.append(cell)
+            if index in negated:
+                denied.append(cell)
+    return missing, denied
 
 
 def _golden(phase: PhaseRecord) -> ExecutionResult | None:

@@ -1,0 +1,278 @@
+"""The rules ``answer_match`` applies to the values a reply mentions (docs/scoring.md states them
+with examples). Given the mentions read by :mod:`evalbench.scoring.answer_text`, in this order:
+
+1. **found**: every golden cell is stated by a mention that is not negated (a boolean by
+   yes/true or no/false); a cell only mentioned under a negation is **denied** ("it is not 9");
+2. **extra values**: a number, date or time that states no golden cell, is not negated, and is
+   not explained — written in the question or the user's messages, a list marker or ordinal
+   ("1.", "2nd", "#1", "rank 2"), the count of the result's rows ("the 3 stores"), a scale
+   ("4.5 out of 5"), part of a column name — fails the answer: it buries the answer among other
+   values, hedges, or invents a row;
+3. **extra entities**: in a sentence or a list that states golden values, another entry —
+   a short name-like item between separators (commas, "and", "or", lines, table rows) that
+   states no golden value and is not in the question — fails it (over-inclusion: all five
+   stores when three were asked for);
+4. **hedges**: two different values joined by "or" ("either 9 or 11", "Riverside or Lakeside");
+5. **rows**: with several golden rows of several columns, each row's values must be stated
+   together — the mentions, in reading order, are cut into runs that each belong to one golden
+   row (a run may take a shared value from its neighbour: "A and B both have 3"), and every row
+   must be complete in a run: "A has 5 and B has 3" fails against (A, 3), (B, 5).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from evalbench.scoring.answer_text import Mention, cell_kind, dates_in, normal, numbers_in
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+# Words that make an item prose rather than a listed entry ("which is the highest").
+PROSE = frozenset(_words("""
+is are was were be been being has have had do does did can could would should will may might must
+which that who whom whose what where when why how it its it's they them their there here this these those
+we i you he she my our your me us to of in on at for from by per than as if so but with within without
+about above below over under after before between into through via according based shows show showed
+found find returned returns result results answer answers query data database table tables row rows record records
+total overall each all both none other others etc also respectively following followed ranked sorted ordered
+listed see note not no yes only just one
+"""))
+FILLERS = frozenset(_words("the a an either maybe perhaps possibly probably also plus then and or just only"))
+NUMBER_WORDS = {w: i for i, w in enumerate(_words("zero one two three four five six seven eight nine ten eleven twelve "
+                                                  "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"))}
+_MARKER_BEFORE = re.compile(r"(?:^|\n)[ \t>|]*(?:[-*•][ \t]*)?$")
+_MARKER_AFTER = re.compile(r"^[.)](?:\s|$)")
+_RANK_BEFORE = re.compile(r"(?:#|\bno\.?|\bnumber|\brank(?:ed)?|\bplace|\bposition)\s*$", re.IGNORECASE)
+_TOP_BEFORE = re.compile(r"\b(?:top|bottom|first|last|best|worst|these|those|the|all)\s+$", re.IGNORECASE)
+_COUNTED = re.compile(r"^\s*(?:rows?|results?|records?|entries|entry|items?|matches|match|values?)\b", re.IGNORECASE)
+_ORDINAL = re.compile(r"^(?:st|nd|rd|th)\b", re.IGNORECASE)
+_SCALE_BEFORE = re.compile(r"(?:\bout\s+of|/)\s*$", re.IGNORECASE)
+_OR_BETWEEN = re.compile(r"\bor\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
+_ITEM_SEPARATORS = re.compile(r";|,(?!\d{3}\b)|:\s|\s(?:and|or|&|plus|as\s+well\s+as|nor)\s|\|", re.IGNORECASE)
+_LIST_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)]|\|)")
+_TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-{2,}[\s:|-]*$")
+
+
+@dataclass(frozen=True)
+class Golden:
+    """The golden result as ``answer_match`` reads it: distinct non-NULL cells, and each distinct
+    row as the set of its cells' indices."""
+
+    cells: list[Any]
+    rows: list[frozenset[int]]
+    columns: list[str]
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> Golden:
+        cells = list(dict.fromkeys(v for row in rows for v in row if v is not None and _stated(v)))
+        index = {_key(c): i for i, c in enumerate(cells)}
+        sets = [frozenset(index[_key(v)] for v in row if v is not None and _key(v) in index) for row in rows]
+        return cls(cells, [s for s in dict.fromkeys(sets) if s], list(columns))
+
+    @property
+    def text_cells(self) -> list[str]:
+        return [str(c) for c in self.cells if cell_kind(c) == "text"]
+
+
+def _stated(value: Any) -> bool:
+    return cell_kind(value) != "text" or bool(normal(str(value)))
+
+
+def _key(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__, value)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the user wrote in the phase (the question, answers to clarifications): values the
+    reply may restate."""
+
+    text: str
+    numbers: frozenset[Decimal]
+    dates: frozenset[Any]
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> Context:
+        text = "\n".join(texts)
+        words = {Decimal(NUMBER_WORDS[w]) for w in re.findall(r"[a-z]+", text.lower()) if w in NUMBER_WORDS}
+        return cls(normal(text), frozenset(numbers_in(text)) | frozenset(words), frozenset(dates_in(text)))
+
+    def has_value(self, mention: Mention) -> bool:
+        if mention.kind == "number":
+            return any(v in self.numbers for v in mention.value)
+        if mention.kind == "date":
+            return mention.value[0] in self.dates
+        return False
+
+    def has_text(self, item: str) -> bool:
+        wanted = normal(item)
+        return bool(wanted) and re.search(r"(?<!\w)" + re.escape(wanted) + r"(?!\w)", self.text) is not None
+
+
+# --------------------------------------------------------------------------- values not in the golden result
+
+
+def explained(mention: Mention, text: str, golden: Golden, context: Context) -> bool:
+    """A value that states no golden cell but belongs in the answer: restated from the question,
+    a list marker, an ordinal, a rank, the count of the rows, a scale, or part of a column name."""
+    if context.has_value(mention):
+        return True
+    if mention.kind != "number":
+        return False
+    before, after = text[max(0, mention.start - 40):mention.start], text[mention.end:mention.end + 20]
+    value = mention.value[0]
+    rows = len(golden.rows)
+    if _ORDINAL.match(after) or _SCALE_BEFORE.search(before):
+        return True
+    if _MARKER_BEFORE.search(before) and _MARKER_AFTER.match(after):
+        return True
+    if value == value.to_integral_value() and 1 <= value <= max(rows, 1) and _RANK_BEFORE.search(before):
+        return True
+    if value == rows and (rows >= 2 or _COUNTED.match(after) or _TOP_BEFORE.search(before)):
+        return True
+    names = {Decimal(n) for column in golden.columns for n in re.findall(r"\d+", column)}
+    return value in names
+
+
+def extra_values(mentions: Sequence[Mention], text: str, golden: Golden, context: Context) -> list[Mention]:
+    """Numbers, dates and times asserted in the reply that state no golden cell and are not explained."""
+    return [m for m in mentions if not m.cells and not m.negated and not explained(m, text, golden, context)]
+
+
+def hedges(mentions: Sequence[Mention], text: str) -> list[tuple[Mention, Mention]]:
+    """Neighbouring asserted values that differ, joined by "or" in one sentence ("9 or 11")."""
+    asserted = [m for m in mentions if not m.negated]
+    found = []
+    for first, second in itertools.pairwise(asserted):
+        between = text[first.end:second.start]
+        if first.cells & second.cells or _SENTENCE.search(between) or len(between.split()) > 6:
+            continue
+        if _OR_BETWEEN.search(between) and not (first.kind == second.kind == "number" and set(first.value) & set(second.value)):
+            found.append((first, second))
+    return found
+
+
+# --------------------------------------------------------------------------- entities not in the golden result
+
+
+def extra_entities(text: str, mentions: Sequence[Mention], golden: Golden, context: Context) -> tuple[list[str], list[str]]:
+    """Listed entries, in a sentence or list that states golden values, that state none of them:
+    those not in the question (over-inclusion), and those joined to a stated golden value by "or"
+    (a hedge, even with an entry the question names)."""
+    texts = golden.text_cells
+    if not texts:
+        return [], []
+    longest = max(len(t.split()) for t in texts)
+    lowercase = any(t == t.lower() and any(c.isalpha() for c in t) for t in texts)
+    columns = {normal(c.replace("_", " ")) for c in golden.columns}
+    extras: list[str] = []
+    hedged: list[str] = []
+    for series in _series(text):
+        spans = [[m for m in mentions if m.start < end and m.end > start] for start, end, _ in series]
+        states = [any(m.cells and not m.negated for m in found) for found in spans]
+        if not any(states):
+            continue
+        for index, ((start, end, separator), found) in enumerate(zip(series, spans, strict=True)):
+            item = text[start:end]
+            if found or normal(item) in columns or not _entry_like(item, longest + 1, lowercase):
+                continue
+            shown = " ".join(item.split()).strip(" .:;|-*•")
+            after = series[index + 1][2] if index + 1 < len(series) else ""
+            if (_OR_BETWEEN.search(separator) and states[index - 1]) or (_OR_BETWEEN.search(after) and states[index + 1]):
+                hedged.append(shown)
+            elif not context.has_text(item):
+                extras.append(shown)
+    return extras, hedged
+
+
+def _entry_like(item: str, most_words: int, lowercase: bool) -> bool:
+    words = re.findall(r"[\w'&.-]+", item)
+    while words and words[0].lower() in FILLERS:
+        words = words[1:]
+    if not 1 <= len(words) <= max(4, most_words) or any(w.lower().strip(".") in PROSE for w in words):
+        return False
+    return lowercase or any(w[0].isupper() or w[0].isdigit() for w in words)
+
+
+Item = tuple[int, int, str]  # start, end, and the separator before it
+
+
+def _series(text: str) -> list[list[Item]]:
+    """Items grouped as they are listed: a block of list or table lines is one series, a prose
+    sentence is one; items are cut at commas, semicolons, ": ", "and", "or", table bars."""
+    series: list[list[Item]] = []
+    block: list[Item] = []
+    position = 0
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        start, position = position, position + len(line) + 1
+        header = index + 1 < len(lines) and _TABLE_RULE.match(lines[index + 1]) is not None
+        if _TABLE_RULE.match(line) or header or not line.strip():
+            continue
+        if _LIST_LINE.match(line):
+            marker = re.match(r"^\s*(?:[-*•]|\d+[.)])?", line)
+            block.extend(_items(line, start, marker.end() if marker else 0))
+            continue
+        if block:
+            series.append(block)
+            block = []
+        for a, b, _ in _spans(line, _SENTENCE):
+            series.append(_items(line[a:b], start + a, 0))
+    if block:
+        series.append(block)
+    return series
+
+
+def _items(segment: str, offset: int, skip: int) -> list[Item]:
+    return [(offset + skip + a, offset + skip + b, separator) for a, b, separator in _spans(segment[skip:], _ITEM_SEPARATORS)
+            if segment[skip + a:skip + b].strip(" .:;|-*•()")]
+
+
+def _spans(text: str, separator: re.Pattern[str]) -> list[Item]:
+    spans, start, before = [], 0, ""
+    for match in separator.finditer(text):
+        spans.append((start, match.start(), before))
+        start, before = match.end(), match.group(0)
+    spans.append((start, len(text), before))
+    return spans
+
+
+# --------------------------------------------------------------------------- rows stated together
+
+
+def misaligned_rows(mentions: Sequence[Mention], golden: Golden) -> list[int]:
+    """Golden rows (indices) whose values are not stated together (see rule 5 in the module docstring)."""
+    if len(golden.rows) < 2 or all(len(row) < 2 for row in golden.rows):
+        return []
+    runs: list[tuple[set[int], set[int]]] = []  # (candidate rows, cells stated)
+    for mention in mentions:
+        if mention.negated or not mention.cells:
+            continue
+        rows = {r for r, row in enumerate(golden.rows) if row & mention.cells}
+        if runs and runs[-1][0] & rows:
+            runs[-1] = (runs[-1][0] & rows, runs[-1][1] | set(mention.cells))
+        else:
+            runs.append((rows, set(mention.cells)))
+    return [r for r, row in enumerate(golden.rows) if not _complete(r, row, runs)]
+
+
+def _complete(r: int, row: frozenset[int], runs: list[tuple[set[int], set[int]]]) -> bool:
+    for i, (rows, cells) in enumerate(runs):
+        if r not in rows:
+            continue
+        stated = cells & row
+        for neighbour in (i - 1, i + 1):  # a value stated once for two rows: "A and B both have 3"
+            if 0 <= neighbour < len(runs):
+                stated |= runs[neighbour][1] & row
+        if stated >= row:
+            return True
+    return False
