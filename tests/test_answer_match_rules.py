@@ -76,6 +76,14 @@ PASS: list[tuple[str, list[tuple[Any, ...]], str]] = [
     ("Of Riverside, Lakeside and Hillcrest, Riverside sold the most.", [("Riverside",)],
      "Which of Riverside, Lakeside and Hillcrest sold the most?"),
     ("The categories are electronics and toys.", [("electronics",), ("toys",)], Q),
+    ("Ann Lee manages Riverside, Lakeside and Old Town.", [("Ann Lee",)], "Who manages Riverside, Lakeside and Old Town?"),
+    ("Employees: Ann (Manager), Bob (Clerk).", [("Ann", "Manager"), ("Bob", "Clerk")], Q),
+    ("Riverside and Lakeside are tied with 30 sales each.", [("Riverside", 30), ("Lakeside", 30)], Q),
+    ("Store 101, Riverside, has 42 sales.", [(101, "Riverside", 42)], Q),
+    ("* **Riverside**: 42\n* **Lakeside**: 30", SALES, Q),
+    ("Riverside is in Portland, and Lakeside is in Seattle.", [("Riverside", "Portland"), ("Lakeside", "Seattle")], Q),
+    ("The most recent order was on 2024-03-05 14:30:00.", [(dt.datetime(2024, 3, 5, 14, 30),)], Q),
+    ("Riverside has the most sales, Lakeside does not come close.", [("Riverside",)], Q),
     # SQL shown with the answer is not read as the answer
     ("I ran:\n```sql\nSELECT count(*) FROM stores WHERE region = 'West' LIMIT 5\n```\nThere are 42 stores.", [(42,)], Q),
 ]
@@ -88,6 +96,9 @@ FAIL: list[tuple[str, list[tuple[Any, ...]], str, str]] = [
     ("- Riverside\n- Lakeside\n- Hillcrest", [("Riverside",), ("Lakeside",)], Q, "extra_entities"),
     ("electronics, toys, and garden", [("electronics",), ("toys",)], Q, "extra_entities"),
     ("The values are 3, 5 and 7.", [(3,), (5,)], Q, "extra_values"),
+    ("3, 5 and 2.", [(3,), (5,)], Q, "extra_values"),  # 2 is the number of rows, but listed as a value
+    ("Riverside, Lakeside and Hillcrest are the top stores.", [("Riverside",), ("Lakeside",)], Q, "extra_entities"),
+    ("Riverside and Lakeside", [("Riverside",)], "Which of Riverside or Lakeside sold more?", "extra_entities"),
     ("Riverside ($1,200) and Lakeside ($900)", [("Riverside",), ("Lakeside",)], Q, "extra_values"),
     # hedges
     ("It is either 9 or 11.", [(9,)], Q, "extra_values"),
@@ -96,7 +107,12 @@ FAIL: list[tuple[str, list[tuple[Any, ...]], str, str]] = [
     ("Somewhere between 9 and 11.", [(9,)], Q, "extra_values"),
     ("It is either Riverside or Lakeside.", [("Riverside",)], Q, "hedge"),
     ("Riverside or Lakeside, I think.", [("Riverside",)], "Did Riverside or Lakeside sell more?", "hedge"),
+    ("Either Riverside or Lakeside has the most sales.", [("Riverside",)], Q, "hedge"),
+    ("Riverside/Lakeside", [("Riverside",)], Q, "hedge"),
+    ("Yes and no.", [(True,)], Q, "hedge"),
+    ("42/43", [(42,)], Q, "extra_values"),
     # denials
+    ("The number of stores is 41 (not 42).", [(42,)], Q, "denied"),
     ("It is not 9; the answer is 11.", [(9,)], Q, "denied"),
     ("The answer is not 9.", [(9,)], Q, "denied"),
     ("9 is wrong; it's 11.", [(9,)], Q, "denied"),

@@ -50,7 +50,15 @@ from typing import Any
 from evalbench.backends.base import ExecutionResult
 from evalbench.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score
-from evalbench.scoring.answer_rules import Context, Golden, extra_entities, extra_values, hedges, misaligned_rows
+from evalbench.scoring.answer_rules import (
+    Context,
+    Golden,
+    both_ways,
+    extra_entities,
+    extra_values,
+    hedges,
+    misaligned_rows,
+)
 from evalbench.scoring.answer_text import Mention, cell_kind, clean, numbers_in, read_mentions
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES
 
@@ -178,6 +186,8 @@ class AnswerMatch:
             return Score(0.0, False, flags=("extra_entities",),
                          detail=f"the answer lists {len(entities)} entr(y/ies) not in the golden result: {_shown(entities)}")
         hedged = [(text[a.start:a.end], text[b.start:b.end]) for a, b in hedges(mentions, text)]
+        if not hedged and any(cell_kind(c) == "bool" for c in golden.cells) and both_ways(text):
+            hedged = [("yes", "no")]
         if hedged or alternatives:
             pair = f"{hedged[0][0]!r} and {hedged[0][1]!r}" if hedged else f"a golden value and {alternatives[0]!r}"
             return Score(0.0, False, flags=("hedge",), detail=f"the answer hedges between {pair}")

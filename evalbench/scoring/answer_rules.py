@@ -54,10 +54,20 @@ _RANK_BEFORE = re.compile(r"(?:#|\bno\.?|\bnumber|\brank(?:ed)?|\bplace|\bpositi
 _TOP_BEFORE = re.compile(r"\b(?:top|bottom|first|last|best|worst|these|those|the|all)\s+$", re.IGNORECASE)
 _COUNTED = re.compile(r"^\s*(?:rows?|results?|records?|entries|entry|items?|matches|match|values?)\b", re.IGNORECASE)
 _ORDINAL = re.compile(r"^(?:st|nd|rd|th)\b", re.IGNORECASE)
+_NOUN_AFTER = re.compile(r"^\s+(?!(?:and|or|to|nor)\b)[^\W\d]", re.IGNORECASE)
+SCALES = frozenset({Decimal(5), Decimal(10), Decimal(100)})  # "4.5 out of 5", "8/10"
 _SCALE_BEFORE = re.compile(r"(?:\bout\s+of|/)\s*$", re.IGNORECASE)
 _OR_BETWEEN = re.compile(r"\bor\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
-_ITEM_SEPARATORS = re.compile(r";|,(?!\d{3}\b)|:\s|\s(?:and|or|&|plus|as\s+well\s+as|nor)\s|\|", re.IGNORECASE)
+_ITEM_SEPARATORS = re.compile(r";|,(?!\d{3}\b)|:\s|\s(?:and|or|&|plus|as\s+well\s+as|nor)\s|\||(?<=[^\W\d])\s*/\s*(?=[^\W\d])",
+                              re.IGNORECASE)
+_ALTERNATIVE = re.compile(r"\bor\b|/", re.IGNORECASE)  # between listed items: "Riverside or Lakeside", "Riverside/Lakeside"
+# Words that introduce a restatement of what the question compares ("Of Riverside, Lakeside and
+# Hillcrest, Riverside sold the most"): entries the question names may follow them.
+_RESTATING = re.compile(r"\b(?:of|among|between|from|than|versus|vs|compared|comparing|whether)\b", re.IGNORECASE)
+_DENYING = re.compile(r"\b(?:not|never|no)\b|n't\b", re.IGNORECASE)
+_BOTH_WAYS = re.compile(r"\b(?:yes|true)\W+(?:(?:and|or)\W+)?(?:no|false)\b|\b(?:no|false)\W+(?:(?:and|or)\W+)?(?:yes|true)\b",
+                        re.IGNORECASE)
 _LIST_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)]|\|)")
 _TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-{2,}[\s:|-]*$")
 
@@ -131,14 +141,14 @@ def explained(mention: Mention, text: str, golden: Golden, context: Context) -> 
     before, after = text[max(0, mention.start - 40):mention.start], text[mention.end:mention.end + 20]
     value = mention.value[0]
     rows = len(golden.rows)
-    if _ORDINAL.match(after) or _SCALE_BEFORE.search(before):
+    if _ORDINAL.match(after) or (value in SCALES and _SCALE_BEFORE.search(before)):
         return True
     if _MARKER_BEFORE.search(before) and _MARKER_AFTER.match(after):
         return True
     if value == value.to_integral_value() and 1 <= value <= max(rows, 1) and _RANK_BEFORE.search(before):
         return True
-    if value == rows and (rows >= 2 or _COUNTED.match(after) or _TOP_BEFORE.search(before)):
-        return True
+    if value == rows and (_COUNTED.match(after) or _TOP_BEFORE.search(before) or (rows >= 2 and _NOUN_AFTER.match(after))):
+        return True  # "2 stores match", "the top 3", "1 row" — not "3, 5 and 2"
     names = {Decimal(n) for column in golden.columns for n in re.findall(r"\d+", column)}
     return value in names
 
@@ -183,24 +193,52 @@ def extra_entities(text: str, mentions: Sequence[Mention], golden: Golden, conte
             continue
         for index, ((start, end, separator), found) in enumerate(zip(series, spans, strict=True)):
             item = text[start:end]
-            if found or normal(item) in columns or not _entry_like(item, longest + 1, lowercase):
-                continue
-            shown = " ".join(item.split()).strip(" .:;|-*•")
             after = series[index + 1][2] if index + 1 < len(series) else ""
-            if (_OR_BETWEEN.search(separator) and states[index - 1]) or (_OR_BETWEEN.search(after) and states[index + 1]):
-                hedged.append(shown)
-            elif not context.has_text(item):
-                extras.append(shown)
+            label = index == 0 and after.startswith(":")  # "Employees: Ann, Bob"
+            if found or label or normal(item) in columns or _DENYING.search(item):
+                continue
+            name = _entry(item, longest + 1, lowercase)
+            if name is None:
+                continue
+            if (_ALTERNATIVE.search(separator) and states[index - 1]) or (_ALTERNATIVE.search(after) and states[index + 1]):
+                hedged.append(name)
+            elif not (context.has_text(name) and (_RESTATING.search(text[series[0][0]:start])
+                                                  or not _beside_golden(text, series, spans, index))):
+                extras.append(name)
     return extras, hedged
 
 
-def _entry_like(item: str, most_words: int, lowercase: bool) -> bool:
+def _beside_golden(text: str, series: list[Item], spans: list[list[Mention]], index: int) -> bool:
+    """Whether the item is listed right beside a stated golden value ("Riverside and Lakeside"),
+    not among other names the question gives ("Ann Lee manages Riverside, Lakeside and Old Town")."""
+    if index > 0:
+        end = series[index - 1][1]
+        if any(m.cells and not m.negated and not text[m.end:end].strip(" )]*\"'.") for m in spans[index - 1]):
+            return True
+    if index + 1 < len(series):
+        start = series[index + 1][0]
+        if any(m.cells and not m.negated and not text[start:m.start].strip(" ([*\"'") for m in spans[index + 1]):
+            return True
+    return False
+
+
+def both_ways(text: str) -> bool:
+    """A yes/no question answered both ways ("yes and no", "true/false")."""
+    return _BOTH_WAYS.search(text) is not None
+
+
+def _entry(item: str, most_words: int, lowercase: bool) -> str | None:
+    """The name an item lists — its leading words up to the first prose word ("Hillcrest" in
+    "Hillcrest is third") — when it looks like a listed entry; None for prose ("which is the highest")."""
     words = re.findall(r"[\w'&.-]+", item)
     while words and words[0].lower() in FILLERS:
         words = words[1:]
-    if not 1 <= len(words) <= max(4, most_words) or any(w.lower().strip(".") in PROSE for w in words):
-        return False
-    return lowercase or any(w[0].isupper() or w[0].isdigit() for w in words)
+    name = list(itertools.takewhile(lambda w: w.lower().strip(".") not in PROSE, words))
+    if not 1 <= len(name) <= max(4, most_words):
+        return None
+    if not (lowercase or any(w[0].isupper() or w[0].isdigit() for w in name)):
+        return None
+    return " ".join(name).strip(".")
 
 
 Item = tuple[int, int, str]  # start, end, and the separator before it
