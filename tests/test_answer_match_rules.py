@@ -134,6 +134,7 @@ FAIL: list[tuple[str, list[tuple[Any, ...]], str, str]] = [
     ("42 stores, 17 of which are closed.", [(42,)], Q, "extra_values"),
     ("Orders were placed on 2024-03-05 and 2024-03-07.", [(dt.date(2024, 3, 5),)], Q, "extra_values"),
     (" ".join(str(i) for i in range(40)), [(7,)], Q, "unfocused"),
+    ("Riverside! " * 30, [("Riverside",)], Q, "unfocused"),  # the value said over and over
     # wrong or missing values
     ("There are 41 stores.", [(42,)], Q, "missing"),
     ("It opened on March 6, 2024.", [(dt.date(2024, 3, 5),)], Q, "missing"),

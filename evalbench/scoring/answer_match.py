@@ -170,6 +170,9 @@ class AnswerMatch:
     def _judged(text: str, golden: Golden, context: Context) -> Score:
         """The rules of :mod:`evalbench.scoring.answer_rules`, in their order."""
         mentions = read_mentions(text, golden.cells)
+        if len(mentions) > max(20, 4 * len(golden.cells)):  # the values said over and over: a dump, not an answer
+            return Score(0.0, False, detail=f"the answer states {len(mentions)} values for {len(golden.cells)} golden values",
+                         flags=("unfocused",))
         missing, denied = _missing(text, golden, mentions)
         if missing:
             flags = ("denied",) if denied else ()

@@ -21,6 +21,7 @@ with examples). Given the mentions read by :mod:`evalbench.scoring.answer_text`,
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -186,8 +187,9 @@ def extra_entities(text: str, mentions: Sequence[Mention], golden: Golden, conte
     columns = {normal(c.replace("_", " ")) for c in golden.columns}
     extras: list[str] = []
     hedged: list[str] = []
+    starts = [m.start for m in mentions]
     for series in _series(text):
-        spans = [[m for m in mentions if m.start < end and m.end > start] for start, end, _ in series]
+        spans = [_within(mentions, starts, start, end) for start, end, _ in series]
         states = [any(m.cells and not m.negated for m in found) for found in spans]
         if not any(states):
             continue
@@ -206,6 +208,12 @@ def extra_entities(text: str, mentions: Sequence[Mention], golden: Golden, conte
                                                   or not _beside_golden(text, series, spans, index))):
                 extras.append(name)
     return extras, hedged
+
+
+def _within(mentions: Sequence[Mention], starts: list[int], start: int, end: int) -> list[Mention]:
+    """The mentions (in reading order, their starts in ``starts``) that overlap [start, end)."""
+    first = max(0, bisect.bisect_left(starts, start) - 1)
+    return [m for m in mentions[first:bisect.bisect_left(starts, end)] if m.end > start]
 
 
 def _beside_golden(text: str, series: list[Item], spans: list[list[Mention]], index: int) -> bool:

@@ -164,14 +164,14 @@ def _number(value: Any) -> Decimal:
 def read_mentions(text: str, cells: Sequence[Any]) -> list[Mention]:
     """Every value written in ``text`` (cleaned), in order, each with the golden cells it may state."""
     kinds = [cell_kind(c) for c in cells]
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # characters already read as a value
     found: list[Mention] = []
 
     def free(start: int, end: int) -> bool:
-        return all(end <= a or start >= b for a, b in taken)
+        return not any(taken[start:end])
 
     def add(start: int, end: int, kind: str, value: Any, matched: Iterable[int]) -> None:
-        taken.append((start, end))
+        taken[start:end] = b"\x01" * (end - start)
         found.append(Mention(start, end, kind, value, frozenset(matched)))
 
     texts = sorted({normal(str(c)) for c, k in zip(cells, kinds, strict=True) if k == "text" and normal(str(c))}, key=len, reverse=True)
