@@ -9,10 +9,12 @@ with examples). Given the mentions read by :mod:`evalbench.scoring.answer_text`,
    ("4.5 out of 5"), part of a column name — fails the answer: it buries the answer among other
    values, hedges, or invents a row;
 3. **extra entities**: in a sentence or a list that states golden values, another entry —
-   a short name-like item between separators (commas, "and", "or", lines, table rows) that
-   states no golden value and is not in the question — fails it (over-inclusion: all five
-   stores when three were asked for);
-4. **hedges**: two different values joined by "or" ("either 9 or 11", "Riverside or Lakeside");
+   an item between separators (commas, "and", "or", "/", lines, table rows) that starts with a
+   short name and states no golden value — fails it (over-inclusion: all five stores when three
+   were asked for); a name the question gives passes when restated ("Of A, B and C, A sold the
+   most"), not when listed beside a golden value ("A and B");
+4. **hedges**: two different values, or a golden value and another entry, joined by "or"
+   ("either 9 or 11", "Riverside or Lakeside"), or a yes/no answered both ways;
 5. **rows**: with several golden rows of several columns, each row's values must be stated
    together — the mentions, in reading order, are cut into runs that each belong to one golden
    row (a run may take a shared value from its neighbour: "A and B both have 3"), and every row
