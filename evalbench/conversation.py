@@ -241,6 +241,7 @@ class Conversation:
     started: float = field(default_factory=time.monotonic)
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    invalid_phases: dict[str, str] = field(default_factory=dict)  # phase -> why its golden work cannot judge
 
     @property
     def phase(self) -> PhaseRecord:

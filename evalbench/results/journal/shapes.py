@@ -167,6 +167,7 @@ class RecordShape(_Shape):
     stage_seconds: dict[str, Number] | None = None
     tokens: dict[str, Count] | None = None
     tools: dict[str, Count] | None = None
+    invalid_phases: list[dict[str, str]] | None = None
     simulator: dict[str, Any] | None = None
     diagnosis: DiagnosisShape | None = None
     tags: list[Any] | dict[str, Any] | str | None = None

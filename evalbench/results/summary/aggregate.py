@@ -91,6 +91,7 @@ class SummaryBuilder:
         self.deciders: dict[str, Counter[str]] = defaultdict(Counter)  # phase -> primary scorer -> phases
         self.invalid: list[dict[str, str]] = []  # invalid items (and follow-up phases)
         self.invalid_count = 0
+        self._invalid_seen: set[tuple[str, str]] = set()  # (item, phase): listed once, whatever the trials
         self.empty_gold = 0  # judged phases whose golden result is empty
         self.turns = 0
         self.clarifications = 0
@@ -119,8 +120,12 @@ class SummaryBuilder:
         self.outcomes[record["outcome"]] += 1
         if self.trials is not None:
             self.trials.add(record)
+        listed = record.get("invalid_phases")  # every invalid phase, reached or not (older journals: None)
+        for entry in listed or ():
+            self._invalid(record, {"phase": entry.get("phase"), "error": entry.get("reason")})
         if record["outcome"] == INVALID:
-            self._invalid(record, record["phases"][0] if record["phases"] else {})
+            if listed is None:
+                self._invalid(record, record["phases"][0] if record["phases"] else {})
             return
         self.turns += len(record["turns"])
         self.sessions_opened += record.get("sessions_opened", 0)
@@ -145,7 +150,8 @@ class SummaryBuilder:
             if phase["phase"] == "follow_up":
                 self.follow_up_reached += 1
             if phase.get("outcome") == INVALID:  # a follow-up whose golden SQL is broken
-                self._invalid(record, phase)
+                if listed is None:
+                    self._invalid(record, phase)
                 continue
             for name, score in phase["scores"].items():
                 self.scores[(name, phase["phase"])].add(score)
@@ -167,6 +173,10 @@ class SummaryBuilder:
             self.taxonomy_flags.update(diagnosis.flags)
 
     def _invalid(self, record: dict[str, Any], phase: dict[str, Any]) -> None:
+        key = (record["item_id"], phase.get("phase") or "main")
+        if key in self._invalid_seen:
+            return
+        self._invalid_seen.add(key)
         self.invalid_count += 1
         if len(self.invalid) < MAX_LISTED:
             self.invalid.append({"item_id": record["item_id"], "phase": phase.get("phase", "main"),
