@@ -149,14 +149,16 @@ class StageWork:
         problem = golden_problem(phase, self.parts.rules)
         if problem is not None and problem[0] == Outcome.DB_ERROR.value:
             return Outcome.DB_ERROR, problem[1]
-        reason = first_error(check.phase(conv.item, phase, sandbox))
-        if reason is not None:
-            conv.invalid_phases[phase.phase.value] = reason
+        invalid = first_error(check.phase(conv.item, phase, sandbox))
+        if invalid is not None:
+            conv.invalid_phases[phase.phase.value] = invalid.message
         if phase.phase is Phase.MAIN and conv.follow_up:
             follow_up = check.follow_up_reason(conv.item, sandbox)
             if follow_up is not None:
-                conv.invalid_phases["follow_up"] = follow_up
-        return None if reason is None else (Outcome.INVALID_ITEM, reason)
+                conv.invalid_phases["follow_up"] = follow_up.message
+        if invalid is None or invalid.judged:  # judged: asked anyway, for BIRD-Interact's official figure
+            return None
+        return Outcome.INVALID_ITEM, invalid.message
 
     def _execute(self, conv: Conversation) -> None:
         execute_generated(self.parts.sandbox, conv.phase, self.parts.rules)

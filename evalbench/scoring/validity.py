@@ -48,6 +48,9 @@ class Finding:
     level: str  # "error" (the phase is invalid) | "warning"
     message: str
     phase: str | None = None  # "main" | "follow_up"; None: the item as a whole
+    # an error after which an answer may still pass BIRD-Interact's evaluator (ties, order, test
+    # cases): the agent is asked and judged, for the official figure only
+    judged: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,9 +67,9 @@ class TestCaseLimits:
         return cls(float(options.get("timeout_s", 30.0)), float(options.get("statement_timeout_s", 10.0)))
 
 
-def first_error(findings: list[Finding]) -> str | None:
-    """The reason a phase is invalid (its first error), or None."""
-    return next((f.message for f in findings if f.level == "error"), None)
+def first_error(findings: list[Finding]) -> Finding | None:
+    """The finding that makes a phase invalid (its first error), or None."""
+    return next((f for f in findings if f.level == "error"), None)
 
 
 class GoldenCheck:
@@ -100,13 +103,13 @@ class GoldenCheck:
         findings: list[Finding] = []
         for check in (self._results, self._order, self._ties, self._test_cases, self._no_change):
             findings += check(item, phase, sandbox, dialect)
-            if not every and first_error(findings):
+            if not every and first_error(findings) is not None:
                 break
         with self._lock:
             self._seen[key] = findings
         return findings
 
-    def follow_up_reason(self, item: Item, sandbox: Sandbox) -> str | None:
+    def follow_up_reason(self, item: Item, sandbox: Sandbox) -> Finding | None:
         """Why the item's follow-up cannot judge an answer, checked before it is reached (so a
         run lists it whether or not the agent gets there, as validate does)."""
         if not self.follow_up or item.follow_up is None:
@@ -153,7 +156,7 @@ class GoldenCheck:
             return []
         if self.rules.bird:
             return [Finding("error", "conditions.order is true but the golden query has no ORDER BY: its row order is "
-                                     "up to the plan, and BIRD-Interact compares rows in order", phase.phase.value)]
+                                     "up to the plan, and BIRD-Interact compares rows in order", phase.phase.value, True)]
         return [Finding("warning", "conditions.order is true but the golden query has no ORDER BY (its rows are compared "
                                    "unordered)", phase.phase.value)]
 
@@ -180,7 +183,7 @@ class GoldenCheck:
         tied = [row for row in result.rows[:limit] if _key(row, keys) == _key(left_out, keys)]
         if any(row != left_out for row in tied):
             return [Finding("error", f"the golden query's LIMIT {limit} cuts through rows tied on its ORDER BY keys: "
-                                     "which rows come back is up to the plan", phase.phase.value)]
+                                     "which rows come back is up to the plan", phase.phase.value, True)]
         return []
 
     def _test_cases(self, item: Item, phase: PhaseRecord, sandbox: Sandbox, dialect: str) -> list[Finding]:
@@ -196,7 +199,7 @@ class GoldenCheck:
                        preprocess_errors=self.rules.preprocess_errors, lock=sandbox.write_lock)
         golden, name = list(phase.golden_sql), phase.phase.value
         verdicts = run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, golden, golden, **options)
-        failed = [Finding("error", f"test case {i}/{len(cases)} fails for the golden SQL ({v.kind}): {v.message}", name)
+        failed = [Finding("error", f"test case {i}/{len(cases)} fails for the golden SQL ({v.kind}): {v.message}", name, True)
                   for i, v in enumerate(verdicts, 1) if not v.passed]
         if failed:
             return failed

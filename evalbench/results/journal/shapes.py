@@ -309,6 +309,7 @@ class SummaryShape(_Shape):
     outcomes: dict[str, Count] | None = None
     infra_errors: Count | None = None
     invalid_items: dict[str, Any] | None = None
+    official: dict[str, Number | None] | None = None
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:
