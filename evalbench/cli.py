@@ -739,7 +739,7 @@ def _validate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evalbench.config import load_run_config
-    from evalbench.validate import validate
+    from evalbench.validate import text, validate
 
     config = load_run_config(args.config, **_overrides(args.set))
     with _sigterm_as_interrupt():  # as Ctrl-C: the test-case processes in flight are stopped
@@ -749,7 +749,7 @@ def _validate(args: argparse.Namespace) -> int:
     for key, problem in report.database_errors.items():
         print(f"database {key}: {problem}")
     for item, finding in report.sorted_findings():  # errors first, then warnings; item_2 before item_10
-        print(f"{item.item_id} ({item.source}): {finding.level}: {finding.message}")
+        print(f"{item.item_id} ({item.source}): {finding.level}: {text(finding)}")
     invalid = [i for i in report.invalid_ids() if i not in set(args.allow)]
     allowed = [i for i in report.invalid_ids() if i in set(args.allow)]
     print(f"{report.items} items: {len(invalid)} invalid, {len(allowed)} invalid but allowed, "

@@ -241,6 +241,7 @@ class Conversation:
     started: float = field(default_factory=time.monotonic)
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    invalid_phases: dict[str, str] = field(default_factory=dict)  # phase -> why its golden work cannot judge (reached or not)
 
     @property
     def phase(self) -> PhaseRecord:
@@ -439,6 +440,9 @@ def _goto(conv: Conversation, stage: Stage) -> Stage:
 
 
 def _finish(conv: Conversation, outcome: Outcome, error: str | None) -> Stage:
+    if "main" in conv.invalid_phases and outcome not in (Outcome.CANCELLED, Outcome.DB_ERROR):
+        # judged anyway (BIRD-Interact's evaluator may pass an answer), but in no rate of ours
+        outcome, error = Outcome.INVALID_ITEM, conv.invalid_phases["main"]
     conv.outcome = outcome
     conv.error = error
     conv.elapsed_s = time.monotonic() - conv.started

@@ -41,6 +41,7 @@ from evalbench.run_manifest import build_manifest, file_sha256, make_run_id, wit
 from evalbench.scheduler import Scheduler
 from evalbench.scoring import test_case_runner
 from evalbench.scoring.plan import plan_scoring
+from evalbench.scoring.validity import GoldenCheck
 from evalbench.stages import Parts, StageWork, new_conversation
 from evalbench.vuser import build_vuser
 
@@ -80,9 +81,11 @@ class RunParts:
     scorers: list[Any]
     schemas: SchemaCatalog
     queries: QueryCatalog
+    check: GoldenCheck
 
     def work(self, sandbox: Sandbox | None) -> StageWork:
-        return StageWork(Parts(self.agent, self.vuser, sandbox, self.scorers, self.plan.rules, self.plan.primary))  # type: ignore[arg-type]
+        return StageWork(Parts(self.agent, self.vuser, sandbox, self.scorers, self.plan.rules, self.plan.primary,  # type: ignore[arg-type]
+                               self.check))
 
     def close(self) -> None:
         self.agent.close()
@@ -199,7 +202,8 @@ def build_parts(config: RunConfig, items: Items) -> RunParts:
         if exc.file is None and config.source is not None:  # built from a mapping: name the file it came from
             raise ConfigError(exc.message, file=str(config.source), line=exc.line, key=exc.key) from None
         raise
-    return RunParts(plan, agent, vuser, scorers, schemas, queries)
+    check = GoldenCheck.of_plan(plan.scorers, plan.rules, follow_up=config.follow_up_enabled)
+    return RunParts(plan, agent, vuser, scorers, schemas, queries, check)
 
 
 def choose_run_directory(config: RunConfig, items: Items, resume: Path | None, retry_errors: bool) -> RunPlace:

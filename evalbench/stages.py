@@ -18,6 +18,7 @@ from evalbench.conversation import (
     AgentReply,
     Conversation,
     Outcome,
+    Phase,
     ReplyKind,
     Stage,
     VUserReply,
@@ -35,6 +36,7 @@ from evalbench.dataset import Item
 from evalbench.scoring import Score, Scorer
 from evalbench.scoring.primary import PrimaryPolicy
 from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem
+from evalbench.scoring.validity import GoldenCheck, first_error
 from evalbench.vuser import VirtualUser
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,11 @@ class Parts:
     scorers: list[Scorer]
     rules: ResultRules = field(default_factory=ResultRules)
     primary: PrimaryPolicy = field(default_factory=PrimaryPolicy)
+    check: GoldenCheck | None = None  # the validity checks (None: those of ``rules``, without test cases)
+
+    def __post_init__(self) -> None:
+        if self.check is None:
+            self.check = GoldenCheck(self.rules, None)
 
 
 def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, timeout_s: float,
@@ -134,11 +141,24 @@ class StageWork:
 
     def _execute_golden(self, conv: Conversation) -> tuple[Outcome, str] | None:
         """Run the phase's golden SQL once (debugging attempts reuse it); why it cannot judge an
-        answer, if it cannot."""
-        phase = conv.phase
-        execute_golden(self.parts.sandbox, phase, self.parts.rules)
+        answer, if it cannot (:mod:`evalbench.scoring.validity`, as ``evalbench validate``). At
+        the main phase the follow-up is checked too, so that it is listed whether reached or not."""
+        phase, sandbox, check = conv.phase, self.parts.sandbox, self.parts.check
+        assert check is not None
+        execute_golden(sandbox, phase, self.parts.rules)
         problem = golden_problem(phase, self.parts.rules)
-        return None if problem is None else (Outcome(problem[0]), problem[1])
+        if problem is not None and problem[0] == Outcome.DB_ERROR.value:
+            return Outcome.DB_ERROR, problem[1]
+        invalid = first_error(check.phase(conv.item, phase, sandbox))
+        if invalid is not None:
+            conv.invalid_phases[phase.phase.value] = invalid.message
+        if phase.phase is Phase.MAIN and conv.follow_up:
+            follow_up = check.follow_up_reason(conv.item, sandbox)
+            if follow_up is not None:
+                conv.invalid_phases["follow_up"] = follow_up.message
+        if invalid is None or invalid.judged:  # judged: asked anyway, for BIRD-Interact's official figure
+            return None
+        return Outcome.INVALID_ITEM, invalid.message
 
     def _execute(self, conv: Conversation) -> None:
         execute_generated(self.parts.sandbox, conv.phase, self.parts.rules)

@@ -1,16 +1,12 @@
 """`evalbench validate`: the oracle run of a dataset — every golden SQL through the same sandbox
 the evaluation uses — and the checks that need no agent.
 
-Findings are errors (the item cannot be evaluated as written: the run would score it wrongly)
-or warnings (worth a look). An item with an error is invalid unless listed with ``--allow``.
-
-errors:   malformed or duplicate records, golden SQL that fails or times out, a golden result
-          truncated at the row cap, ``order: true`` while the golden SQL has no ORDER BY; a
-          management task whose test case fails for its own golden SQL, or passes for a
-          statement that changes nothing (it cannot tell a right answer from no answer)
-warnings: an empty golden result (it cannot tell a right query from an over-filtering one),
-          an ambiguity's ``sql_snippet`` not found in the golden SQL (whitespace and case
-          ignored), ``decimal`` set while the golden result has no non-integer number
+Findings are errors (the item cannot be evaluated as written) or warnings (worth a look). Which
+phases are invalid, and why, is :mod:`evalbench.scoring.validity`: the very checks ``evalbench
+run`` makes, so both list the same invalid items with the same reasons. Besides those, validate
+reports malformed or duplicate records and an ambiguity's ``sql_snippet`` not found in the golden
+SQL (whitespace and case ignored; a warning). An item with an error is invalid unless listed
+with ``--allow``.
 
 Items are checked in parallel (``runners.sqlexec_runners`` threads, the size of the sandbox's
 connection pool); findings are listed by severity, then by item id in natural order.
@@ -22,22 +18,15 @@ import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from evalbench.backends.base import ExecutionResult, Sandbox
+from evalbench.backends.base import Sandbox
 from evalbench.config import RunConfig
-from evalbench.conversation import PhaseRecord, follow_up_phase, main_phase
+from evalbench.conversation import follow_up_phase, main_phase
 from evalbench.dataset import Dataset, Item, RecordError
-from evalbench.scoring.execution import golden_is_ordered
 from evalbench.scoring.plan import plan_scoring
-from evalbench.scoring.semantics import ResultRules, execute_golden, golden_problem
-from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
-from evalbench.statements import sqlglot_dialect
-
-# A write statement that changes nothing the test cases look at: the "wrong answer" every test
-# case must reject.
-NO_OP_SQL = "CREATE TEMP TABLE IF NOT EXISTS evalbench_validate_no_op (x integer)"
+from evalbench.scoring.semantics import execute_golden
+from evalbench.scoring.validity import Finding, GoldenCheck
 
 SEVERITY = {"error": 0, "warning": 1, "info": 2}  # the order findings are listed in
 
@@ -49,19 +38,21 @@ def natural_key(text: str) -> list[Any]:
 
 
 @dataclass
-class Finding:
-    level: str  # "error" | "warning"
-    message: str
-
-
-@dataclass
 class ItemReport:
     item_id: str
     source: str
     findings: list[Finding] = field(default_factory=list)
 
-    def add(self, level: str, message: str) -> None:
-        self.findings.append(Finding(level, message))
+    def add(self, level: str, message: str, phase: str | None = None) -> None:
+        self.findings.append(Finding(level, message, phase))
+
+    def reasons(self) -> list[dict[str, str]]:
+        """Each invalid phase and its reason (its first error), as a run's summary lists them."""
+        first: dict[str, str] = {}
+        for finding in self.findings:
+            if finding.level == "error":
+                first.setdefault(finding.phase or "main", finding.message)
+        return [{"item_id": self.item_id, "phase": phase, "reason": reason} for phase, reason in first.items()]
 
     @property
     def invalid(self) -> bool:
@@ -81,8 +72,8 @@ class ValidationReport:
 
     def empty_golden(self) -> dict[str, int]:
         """Items whose golden result is empty, per phase."""
-        return {phase: sum(1 for r in self.reports if any(f.message.startswith(f"{phase} golden SQL") and
-                                                             ": empty result" in f.message for f in r.findings))
+        return {phase: sum(1 for r in self.reports if any(f.phase == phase and f.message.startswith("golden result is empty")
+                                                             for f in r.findings))
                 for phase in ("main", "follow_up")}
 
     def sorted_findings(self) -> list[tuple[ItemReport, Finding]]:
@@ -95,16 +86,18 @@ class ValidationReport:
         ordered = self.sorted_findings()
         by_item: dict[str, list[dict[str, str]]] = {}
         for report, finding in sorted(ordered, key=lambda pair: natural_key(pair[0].item_id)):  # stable: severity kept
-            by_item.setdefault(report.item_id, []).append({"level": finding.level, "message": finding.message})
+            by_item.setdefault(report.item_id, []).append({"level": finding.level, "message": text(finding)})
         return {
             "items": self.items,
             "semantics": self.semantics,
             "invalid_items": sorted(self.invalid_ids(), key=natural_key),
+            "invalid": [reason for report in sorted(self.reports, key=lambda r: natural_key(r.item_id))
+                        for reason in report.reasons()],  # as summary.json's invalid_items.items
             "empty_golden": self.empty_golden(),
             "record_errors": [str(e) for e in self.record_errors],
             "database_errors": self.database_errors,
             "findings": by_item,  # per item, items in natural order
-            "sorted_findings": [{"item_id": r.item_id, "source": r.source, "level": f.level, "message": f.message}
+            "sorted_findings": [{"item_id": r.item_id, "source": r.source, "level": f.level, "message": text(f)}
                                 for r, f in ordered],  # as printed
         }
 
@@ -113,91 +106,29 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _has_fraction(result: ExecutionResult) -> bool:
-    return any(isinstance(v, float) or (isinstance(v, Decimal) and v != v.to_integral_value())
-               for row in result.rows for v in row)
+def text(finding: Finding) -> str:
+    """A finding as printed: its phase, then its message."""
+    return f"{finding.phase}: {finding.message}" if finding.phase else finding.message
 
 
-def check_test_cases(item: Item, report: ItemReport, sandbox: Sandbox, *, timeout_s: float, statement_timeout_s: float,
-                     rules: ResultRules | None = None) -> None:
-    """A phase's test cases must all pass for the golden SQL, and one at least must fail for a
-    statement that changes nothing (a case may rightly check only that nothing else changed)."""
-    errors = (rules or ResultRules()).preprocess_errors
-    for phase in filter(None, (main_phase(item, 0), follow_up_phase(item, 0))):
-        cases, preprocess, clean_up = test_cases_of(item, phase)
-        if not cases:
-            continue
-        options = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up, timeout_s=timeout_s,
-                       statement_timeout_s=statement_timeout_s, preprocess_errors=errors, lock=sandbox.write_lock)
-        name, golden = phase.phase.value, phase.golden_sql
-        verdicts = run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, golden, golden, **options)
-        for index, verdict in enumerate(verdicts, 1):
-            if not verdict.passed:
-                report.add("error", f"{name} test case {index}/{len(cases)} fails for the golden SQL ({verdict.kind}): "
-                                    f"{verdict.message}")
-        if all(v.passed for v in verdicts) and all(
-                v.passed for v in run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, [NO_OP_SQL], golden, **options)):
-            report.add("error", f"{name} test cases all pass for a statement that changes nothing: they cannot tell a "
-                                "right answer from no answer")
-
-
-def check_item(item: Item, sandbox: Sandbox | None, rules: ResultRules | None = None) -> ItemReport:
-    """The findings of one item: its golden SQL run exactly as a run would run it (the same
-    semantics: BIRD-Interact's cleaning, scripts or alternatives, the follow-up's preprocessing)."""
-    rules = rules or ResultRules()
+def check_item(item: Item, sandbox: Sandbox | None, check: GoldenCheck) -> ItemReport:
+    """The findings of one item: each phase's golden SQL run exactly as a run would run it (the
+    same semantics: BIRD-Interact's cleaning, scripts or alternatives, the follow-up's
+    preprocessing), then the run's own validity checks, every one of them."""
     report = ItemReport(item.id, item.source)
     golden_text = _normal(" ".join(item.golden_sql))
     for ambiguity in item.ambiguities:
         snippet = ambiguity.sql_snippet
         if snippet and _normal(re.sub(r"\s*;\s*$", "", snippet)) not in golden_text:
             report.add("warning", f"sql_snippet of {ambiguity.term!r} is not in the golden SQL")
-    for phase in filter(None, (main_phase(item, 0), follow_up_phase(item, 0))):
-        _check_order(phase, rules, report, getattr(sandbox, "dialect", None) or sqlglot_dialect(item.dialect))
-        if sandbox is not None:
-            execute_golden(sandbox, phase, rules)
-            _check_results(phase, rules, report)
+    if sandbox is None:
+        report.add("error", "its database could not be set up", "main")
+        return report
+    phases = [main_phase(item, 0), follow_up_phase(item, 0) if check.follow_up else None]
+    for phase in filter(None, phases):
+        execute_golden(sandbox, phase, check.rules)
+        report.findings += check.phase(item, phase, sandbox, every=True)
     return report
-
-
-def _where(phase: PhaseRecord, index: int) -> str:
-    runs = phase.golden_run_sql
-    return f"{phase.phase.value} golden SQL" + (f" #{index + 1}" if len(runs) > 1 else "")
-
-
-def _check_order(phase: PhaseRecord, rules: ResultRules, report: ItemReport, dialect: str) -> None:
-    """``order: true`` needs an ORDER BY: BIRD-Interact then compares rows in whatever order the
-    plan gives (an error); ours compares such a result unordered (a warning)."""
-    if not (phase.is_query and phase.conditions_explicit and phase.conditions.order):
-        return
-    runs = [list(phase.golden_sql)] if phase.golden_is_script else [[sql] for sql in phase.golden_sql]
-    for index, run in enumerate(runs):
-        if run and not golden_is_ordered(run[-1], dialect):
-            where = f"{phase.phase.value} golden SQL" + (f" #{index + 1}" if len(runs) > 1 else "")
-            if rules.bird:
-                report.add("error", f"{where}: conditions.order is true but the query has no ORDER BY "
-                                    "(BIRD-Interact compares the rows in whatever order the plan gives)")
-            else:
-                report.add("warning", f"{where}: conditions.order is true but the query has no ORDER BY "
-                                      "(its rows are compared unordered)")
-
-
-def _check_results(phase: PhaseRecord, rules: ResultRules, report: ItemReport) -> None:
-    problem = golden_problem(phase, rules)
-    if problem is not None and len(phase.golden) <= 1:
-        report.add("error", f"{phase.phase.value}: {problem[1]} (the item is {problem[0]})")
-        return
-    for index, result in enumerate(phase.golden):
-        where = _where(phase, index)
-        if result.error is not None:
-            report.add("error", f"{where} {'timed out' if result.error_kind == 'timeout' else 'failed'} "
-                                f"({result.error_kind}): {result.error}")
-        elif result.truncated and not rules.bird:
-            report.add("error", f"{where}: result truncated at the row cap ({result.row_count} rows)")
-        elif phase.is_query and not result.rows:
-            report.add("warning", f"{where}: empty result (every answer fails: "
-                                  f"{'BIRD-Interact' if rules.bird else f'empty_gold: {rules.empty_gold}'})")
-        elif phase.is_query and not rules.bird and phase.conditions.decimal >= 0 and not _has_fraction(result):
-            report.add("warning", f"{where}: conditions.decimal is {phase.conditions.decimal} but no value has a fraction")
 
 
 # A database's sandbox (None: it could not be set up) and its items being checked.
@@ -213,9 +144,9 @@ def validate(config: RunConfig, *, test_cases: bool = True, progress: bool = Fal
 
     dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
     scan = dataset.scan()
-    rules = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format).rules
-    report = ValidationReport(items=scan.total, record_errors=list(scan.errors), semantics=rules.semantics)
-    limits = _test_case_limits(config) if test_cases else None
+    plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format)
+    report = ValidationReport(items=scan.total, record_errors=list(scan.errors), semantics=plan.rules.semantics)
+    check = GoldenCheck.of_plan(plan.scorers, plan.rules, test_cases=test_cases, follow_up=config.follow_up_enabled)
     deadline.reset_cancel()  # a cancelled earlier run in this process must not cancel this one
     bar = _ProgressBar(scan.total, progress)
     pool = ThreadPoolExecutor(max_workers=config.runners.sqlexec_runners, thread_name_prefix="evalbench-validate")
@@ -224,7 +155,7 @@ def validate(config: RunConfig, *, test_cases: bool = True, progress: bool = Fal
     try:
         for dialect, database in sorted(scan.groups):
             sandbox = _open_sandbox(config, dialect, database, report)
-            futures = [pool.submit(_check_one, item, sandbox, rules, limits, bar) for item in dataset.items((dialect, database))]
+            futures = [pool.submit(_check_one, item, sandbox, check, bar) for item in dataset.items((dialect, database))]
             groups.append((sandbox, futures))
             closed = _close_finished(groups, closed, len(groups) - 1)  # two databases' connections at most
         closed = _close_finished(groups, closed, len(groups))
@@ -258,15 +189,10 @@ def _open_sandbox(config: RunConfig, dialect: str, database: str, report: Valida
         return None
 
 
-def _check_one(item: Item, sandbox: Sandbox | None, rules: ResultRules, limits: dict[str, float] | None,
-               bar: _ProgressBar) -> ItemReport:
+def _check_one(item: Item, sandbox: Sandbox | None, check: GoldenCheck, bar: _ProgressBar) -> ItemReport:
     """One item's findings, on a pool thread (its golden SQL through the shared sandbox pool)."""
     try:
-        report = check_item(item, sandbox, rules)
-        if sandbox is None:
-            report.add("error", "its database could not be set up")
-        elif limits is not None:
-            check_test_cases(item, report, sandbox, rules=rules, **limits)
+        report = check_item(item, sandbox, check)
         bar.count(report)
     finally:
         bar.update()
@@ -309,10 +235,3 @@ class _ProgressBar:
 
     def close(self) -> None:
         self._bar.close()
-
-
-def _test_case_limits(config: RunConfig) -> dict[str, float]:
-    """The test_cases scorer's limits when the config sets them, else its defaults."""
-    options = config.scorers.get("test_cases") or {}
-    return {"timeout_s": float(options.get("timeout_s", 30.0)),
-            "statement_timeout_s": float(options.get("statement_timeout_s", 10.0))}

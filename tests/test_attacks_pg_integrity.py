@@ -151,10 +151,10 @@ def test_nothing_agent_sql_sends_persists_and_the_next_run_reuses_the_database(s
     assert first.code == 0 and database_entry(first)["action"] == "created"
     before = catalog(server, name)
     items = [on(name, key, COUNT) for key in PERSIST] + [
-        on(name, key, "UPDATE stores SET city = city", category="Management") for key in MANAGEMENT]
+        on(name, key, "UPDATE stores SET city = upper(city)", category="Management") for key in MANAGEMENT]
     attack = run(server, database, tmp_path / "attack", items, PERSIST | MANAGEMENT)
     assert attack.code == 0 and set(attack.order) == set(PERSIST) | set(MANAGEMENT)
-    for key in PERSIST:
+    for key in PERSIST | MANAGEMENT:  # each attack ran (a golden script that changed nothing would make it invalid)
         assert attack.records[key]["outcome"] == "scored", attack.records[key]["error"]
     after = catalog(server, name)
     assert after == before  # no table, view, schema or large object
@@ -236,23 +236,43 @@ INSERTS = ("INSERT INTO stores (store_name, city) VALUES ('{i}', 'a'); SELECT pg
            "INSERT INTO stores (store_name, city) VALUES ('{i}', 'b')")
 
 
-def test_an_agent_script_identical_to_the_golden_passes_state_match_under_two_workers(
+# a test case over what the inserts made (the serial ids the golden script's inserts got)
+INSERTED_CASE = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    rows, err, timeout = execute_queries("SELECT count(*) FROM stores WHERE city IN ('a', 'b')", db_name, conn)
+    assert not err and rows == [(2,)], f"got {rows} {err}"
+"""
+
+
+def test_management_verdicts_are_those_of_one_process_under_two_workers(
         server: Server, database: tuple[str, Path], tmp_path: Path) -> None:
+    """Inserts into tables with serial ids, judged by state_match and by test cases: each item's
+    verdicts with --workers 2 (two processes writing at once, each with its own pool) are those of
+    one process, the right scripts pass and the wrong ones fail; the sequences end as setup left them."""
     name, _ = database
     first = run(server, database, tmp_path / "setup_run", [on(name, "count", COUNT)], {"count": COUNT})
     assert first.code == 0
     with psycopg.connect(server.url(name), autocommit=True) as conn:
         set_up = sequences(conn)
     scripts = {f"insert_{i}": INSERTS.format(i=i) for i in range(8)}
-    items = [on(name, key, script, category="Management") for key, script in scripts.items()]
-    result = run(server, database, tmp_path / "workers", items, scripts, argv_extra=("--workers", "2"),
-                 scorers={"state_match": {}, "executable": {}})
-    assert result.code == 0
-    assert sorted(result.order) == sorted(scripts)
-    for key in scripts:
-        record = phase(result.records[key])
-        assert record["golden"][0]["error"] is None, (key, record["golden"][0]["error"])  # e.g. a duplicate id
-        assert record["scores"]["state_match"]["passed"] is True, (key, record["scores"]["state_match"])
+    answers = dict(scripts)
+    for key in ("insert_1", "insert_4"):  # wrong: one insert short
+        answers[key] = scripts[key].rsplit(";", 1)[0]
+    items = [on(name, key, script, category="Management", test_cases=[INSERTED_CASE]) for key, script in scripts.items()]
+    verdicts = []
+    for workers in ("1", "2"):
+        result = run(server, database, tmp_path / f"workers_{workers}", items, answers, argv_extra=("--workers", workers),
+                     scorers={"state_match": {}, "test_cases": {}, "executable": {}})
+        assert result.code == 0
+        assert sorted(result.order) == sorted(scripts)
+        for key in scripts:
+            record = phase(result.records[key])
+            assert record["golden"][0]["error"] is None, (key, record["golden"][0]["error"])  # e.g. a duplicate id
+            assert record["scores"]["state_match"]["passed"] is (answers[key] == scripts[key]), (key, record["scores"])
+        verdicts.append({key: {name: score["passed"] for name, score in phase(result.records[key])["scores"].items()}
+                         for key in scripts})
+    assert verdicts[0] == verdicts[1]
+    assert [key for key, v in verdicts[0].items() if not v["test_cases"]] == ["insert_1", "insert_4"]
     with psycopg.connect(server.url(name), autocommit=True) as conn:
         assert sequences(conn) == set_up  # what setup left, after every rolled-back insert
 
@@ -272,7 +292,7 @@ def test_a_result_of_hundreds_of_megabyte_rows_is_cut_at_the_byte_cap_in_bounded
     replies = {"wide": WIDE, "wide_then_small": f"{WIDE}; SELECT 1 AS x",
                "wide_returning": "INSERT INTO notes (body) SELECT 'x' FROM generate_series(1, 300) RETURNING repeat('x', 1000000)"}
     items = [on(name, "wide", COUNT), on(name, "wide_then_small", COUNT),
-             on(name, "wide_returning", "UPDATE stores SET city = city", category="Management")]
+             on(name, "wide_returning", "UPDATE stores SET city = upper(city)", category="Management")]
     wide = run(server, database, tmp_path / "wide", items, replies, in_process=False, statement_timeout_s=30,
                execution={"max_result_bytes": CAP_BYTES})
     assert wide.code == 0, wide.extra["stderr"]

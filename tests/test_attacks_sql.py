@@ -49,7 +49,7 @@ SANDBOX = "evalbench_sandbox"
 SANDBOX_ROLES = (SANDBOX, "evalbench_sandbox_write")  # agent SQL that reads, and that writes
 QUIET = [(0, ["track_activities=off"])]  # the settings provisioning gives them (its admin is a superuser)
 COUNT_STORES = "SELECT count(*) FROM stores"
-TOUCH_GOLDEN = "UPDATE stores SET city = city"  # a management task's golden script (changes nothing)
+TOUCH_GOLDEN = "UPDATE stores SET city = upper(city)"  # a management task's golden script (rolled back like all)
 
 # What a session looks like from inside: run as golden AND generated SQL of every probe item.
 PROBE = """
@@ -126,10 +126,13 @@ ATTACKS: list[Attack] = [
     Attack("alter_role_set_in_a_management_task", "ALTER ROLE CURRENT_USER SET search_path TO evil", ("ok", "forbidden"),
            category="Management"),  # rolled back, or refused as a change to a cluster-wide object
     # ---------------------------------------------------------------- 2. session objects
-    Attack("temp_table_shadowing", "CREATE TEMP TABLE stores AS SELECT 1 AS store_id", "forbidden"),
-    Attack("temp_table_in_a_script", "SELECT 1; CREATE TEMP TABLE stores AS SELECT 1 AS store_id; SELECT 2", "forbidden"),
-    Attack("temp_view_shadowing", "CREATE TEMP VIEW stores AS SELECT 1 AS store_id", "forbidden"),
-    Attack("select_into_temp", "SELECT 1 AS store_id INTO TEMP stores", "sql", "read-only transaction"),
+    # temporary objects in an answer run (BIRD-Interact allows them) inside a rolled-back write
+    # transaction: the probe after each shows the next conversation sees the real stores
+    Attack("temp_table_shadowing", "CREATE TEMP TABLE stores AS SELECT 1 AS store_id", "ok"),
+    Attack("temp_table_in_a_script", "SELECT 1; CREATE TEMP TABLE stores AS SELECT 1 AS store_id; SELECT 2", "ok"),
+    Attack("temp_view_shadowing", "CREATE TEMP VIEW stores AS SELECT 1 AS store_id", "ok"),
+    Attack("select_into_temp", "SELECT 1 AS store_id INTO TEMP stores", "ok"),
+    Attack("temp_table_beside_a_real_write", "CREATE TEMP TABLE t AS SELECT 1 AS x; DELETE FROM stores", "forbidden"),
     Attack("temp_table_in_a_management_task", "CREATE TEMP TABLE stores (store_id int) ON COMMIT PRESERVE ROWS; "
            "INSERT INTO stores VALUES (1); CREATE TEMP VIEW order_items AS SELECT 1 AS x", "ok", category="Management"),
     Attack("prepare", "PREPARE evil AS SELECT 1", "forbidden"),

@@ -222,3 +222,43 @@ def test_errors_are_classified_syntax_or_sql(target: tuple[str, Any]) -> None:
     assert sandbox.execute("SELECT price FROM items WHERE price >").error_kind == "syntax"
     assert sandbox.execute("SELECT no_such_column FROM items").error_kind == "sql"
     assert sandbox.execute("SELECT * FROM no_such_table").error_kind == "sql"
+
+
+TEMP_ANSWER = {  # a question answered through a temporary table of its own, as agents write them
+    "postgres": "CREATE TEMP TABLE cheap AS SELECT id, name FROM items WHERE price < 5; SELECT name FROM cheap ORDER BY id",
+    "sqlite": "CREATE TEMP TABLE cheap AS SELECT id, name FROM items WHERE price < 5; SELECT name FROM cheap ORDER BY id",
+    "duckdb": "CREATE TEMP TABLE cheap AS SELECT id, name FROM items WHERE price < 5; SELECT name FROM cheap ORDER BY id",
+    "mysql": "CREATE TEMPORARY TABLE cheap AS SELECT id, name FROM items WHERE price < 5; SELECT name FROM cheap ORDER BY id",
+}
+TEMP_ANSWER["alloydb"] = TEMP_ANSWER["postgres"]
+
+
+def test_a_question_may_use_temporary_tables_that_never_outlive_it(target: tuple[str, Any]) -> None:
+    """BIRD-Interact's evaluator lets an answer fill a temporary table first: it runs here in a
+    rolled-back write transaction, gets the rows, and the table is gone after (the next answer,
+    on any pooled connection, cannot read it). A temporary table beside a real write stays in
+    read mode and is refused. MySQL refuses CREATE in write mode (not covered there: its DDL
+    would need CREATE TEMPORARY TABLES for the write users)."""
+    from evalbench.conversation import Phase, PhaseRecord
+    from evalbench.dataset import Conditions
+    from evalbench.scoring.semantics import ResultRules, execute_generated
+
+    name, sandbox = target
+    before = _state(sandbox)
+    for _ in range(3):  # every pooled connection
+        phase = PhaseRecord(phase=Phase.MAIN, question="q", golden_sql=["SELECT 1"], conditions=Conditions(),
+                            conditions_explicit=True, is_query=True, clarification_budget=0, sql=TEMP_ANSWER[name])
+        execute_generated(sandbox, phase, ResultRules())
+        assert phase.generated is not None
+        if name == "mysql":
+            assert phase.generated.error_kind == "forbidden" and "CREATE" in (phase.generated.error or "")
+            continue
+        assert phase.generated.ok, phase.generated
+        assert [row[0] for row in phase.generated.rows] == ["item 1", "item 2", "item 3", "item 4"]
+        assert not sandbox.execute("SELECT * FROM cheap").ok  # nothing outlived the answer
+    phase = PhaseRecord(phase=Phase.MAIN, question="q", golden_sql=["SELECT 1"], conditions=Conditions(),
+                        conditions_explicit=True, is_query=True, clarification_budget=0,
+                        sql=TEMP_ANSWER[name].replace("; SELECT", "; DELETE FROM items; SELECT"))
+    execute_generated(sandbox, phase, ResultRules())
+    assert phase.generated is not None and not phase.generated.ok
+    _unchanged(sandbox, before)

@@ -1,6 +1,7 @@
 """Hard-coded answers: SQL that reads no table of the database (or selects only constants) yet
 returns the golden result. Parsed per dialect as the backends use them; ``exec_match`` flags it
-in both semantics and fails it under ``evalbench``; a real SQLite run and the summary's note."""
+in both semantics and fails it under ``evalbench`` when it reads no table; a real SQLite run and
+the summary's note."""
 
 from __future__ import annotations
 
@@ -114,12 +115,22 @@ def scored(sql: str, generated: list[tuple[Any, ...]], semantics: str, golden_sq
 
 
 @pytest.mark.parametrize("sql", ["VALUES ('A', 3), ('B', 5)", "SELECT 'A', 3 UNION ALL SELECT 'B', 5",
-                                 "SELECT * FROM (SELECT 'A', 3 FROM stores LIMIT 1) s UNION ALL SELECT 'B', 5"])
+                                 "WITH t(n, v) AS (VALUES ('A', 3), ('B', 5)) SELECT n, v FROM t"])
 def test_a_hard_coded_answer_fails_under_evalbench_and_passes_flagged_under_bird(sql: str) -> None:
     ours = scored(sql, ROWS, "evalbench")
     assert ours.passed is False and "hard_coded" in ours.flags and "hard-coded answer" in ours.detail
     bird = scored(sql, ROWS, "bird_interact")
     assert bird.passed is True and "hard_coded" in bird.flags and "does not check" in bird.detail
+
+
+@pytest.mark.parametrize("sql", ["SELECT * FROM (SELECT 'A', 3 FROM stores LIMIT 1) s UNION ALL SELECT 'B', 5 FROM stores",
+                                 "SELECT 'A', 3 WHERE EXISTS (SELECT 1 FROM stores) UNION ALL SELECT 'B', 5"])
+def test_constants_selected_from_a_table_are_flagged_not_failed(sql: str) -> None:
+    """A query that reads a table but selects only constants may be a right answer (a yes/no
+    question answered with SELECT 'yes' WHERE EXISTS ...): flagged in both semantics, failed in neither."""
+    for semantics in ("evalbench", "bird_interact"):
+        score = scored(sql, ROWS, semantics)
+        assert score.passed is True and "hard_coded" in score.flags and "selects only constants" in score.detail
 
 
 @pytest.mark.parametrize("semantics", ["evalbench", "bird_interact"])

@@ -50,3 +50,32 @@ def test_invalid_items_are_listed_apart_and_never_exit_3(tmp_path, pgdata, capsy
 
     assert main(["run", "--config", str(config), "--run-id", "strict", "--no-progress", "--strict"]) == 2
     assert "3 invalid item(s) (--strict)" in capsys.readouterr().err
+
+
+def test_run_and_validate_list_the_same_invalid_phases(tmp_path, pgdata, capsys):
+    """One definition: a LIMIT through ties, an empty golden result, a follow-up the agent never
+    reaches (its main phase fails) — the run lists each phase once across trials, with the
+    reasons `validate` gives; valid items are untouched."""
+    stores = "SELECT store_name FROM stores"
+    dataset = tmp_path / "items.jsonl"
+    dataset.write_text("\n".join([
+        record("ok", f"{stores} ORDER BY store_id LIMIT 2"),
+        record("tied_names", "SELECT store_name, 1 AS k FROM stores ORDER BY k LIMIT 2"),
+        record("empty", f"{stores} WHERE store_id < 0"),
+        record("unreached", f"{stores} WHERE store_id < 0", follow_up="SELECT * FROM no_such_table"),
+    ]) + "\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"dataset_config: {dataset}\nsetup_directory: {DEMO / 'setup'}\nmodel_config: simulated:oracle\n"
+                      f"trials: 2\nreporting: {{csv: {{output_directory: {tmp_path}}}}}\n")
+    assert main(["run", "--config", str(config), "--run-id", "r", "--no-progress"]) == 0
+    capsys.readouterr()
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    listed = {(i["item_id"], i["phase"]): i["reason"] for i in summary["invalid_items"]["items"]}
+    assert summary["invalid_items"]["count"] == len(listed)  # once each, not once per trial
+    assert listed[("tied_names", "main")].startswith("the golden query's LIMIT 2 cuts through rows tied")
+    assert listed[("empty", "main")].startswith("golden result is empty: no answer can pass")
+    assert listed[("unreached", "follow_up")].startswith("golden SQL failed (sql)")  # never reached: main is invalid
+    assert ("ok", "main") not in listed
+    findings = tmp_path / "validate.json"
+    assert main(["validate", "--config", str(config), "--no-progress", "--json", str(findings)]) == 1
+    assert {(i["item_id"], i["phase"]): i["reason"] for i in json.loads(findings.read_text())["invalid"]} == listed

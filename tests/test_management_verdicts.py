@@ -51,3 +51,36 @@ def test_an_answer_whose_execution_errors_never_passes(tmp_path: Path, pgdata: P
         assert record["primary"] == "test_cases" and record["passed"] is passes, (key, record["passed"])
         if not passes:
             assert "no test case ran" in verdict["detail"], (key, verdict)
+
+
+# BIRD-Interact's test cases typically set their own rows up and run the answer again on them:
+# an answer that also makes an unrelated object then fails there (the object exists already).
+RERUN_CASE = """
+def test_case(pred_sqls, sol_sqls, db_name, conn):
+    execute_queries("UPDATE stores SET manager_name = 'Old' WHERE store_id = 1", db_name, conn)
+    _, err, timeout = execute_queries(pred_sqls, db_name, conn)
+    assert not err and not timeout, "the answer failed when run on the test's rows"
+    rows, err, timeout = execute_queries("SELECT manager_name FROM stores WHERE store_id = 1", db_name, conn)
+    assert rows == [('Zed',)], f"got {rows}"
+"""
+EXTRA: dict[str, tuple[str, bool]] = {  # item id -> (the agent's script, passes)
+    "right_update_run_again": (UPDATE, True),
+    "right_change_and_an_extra_table": (f"{UPDATE}; CREATE TABLE evalbench_extra (x int)", False),
+    "right_change_and_an_extra_index": (f"{UPDATE}; CREATE INDEX evalbench_extra_idx ON stores (city)", False),
+}
+
+
+@pytest.mark.parametrize("semantics", ["bird_interact", pytest.param("evalbench", marks=pytest.mark.slow)])
+def test_the_right_change_with_an_unrelated_extra_object_fails(tmp_path: Path, pgdata: Path, semantics: str) -> None:
+    """Both judges refuse it: the test case that runs the answer again (as upstream's do) and
+    state_match, which sees the extra object; the right change alone passes both."""
+    items = [item(key, UPDATE, category="Management", test_cases=[RERUN_CASE]) for key in EXTRA]
+    result = run_evalbench(tmp_path, items, {key: script for key, (script, _) in EXTRA.items()},
+                           scorers={"exec_match": {"semantics": semantics}, "test_cases": {}, "state_match": {},
+                                    "executable": {}})
+    assert result.code == 0 and sorted(result.order) == sorted(EXTRA)
+    for key, (_, passes) in EXTRA.items():
+        record = phase(result.records[key])
+        assert record["scores"]["test_cases"]["passed"] is passes, (key, record["scores"]["test_cases"])
+        assert record["scores"]["state_match"]["passed"] is passes, (key, record["scores"]["state_match"])
+        assert record["primary"] == "test_cases" and record["passed"] is passes

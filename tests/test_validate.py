@@ -111,7 +111,7 @@ def test_parallel_checks_find_what_one_runner_finds(tmp_path, pgdata):
         item("unordered", "SELECT store_name FROM stores", order=True),
         item("snippet", "SELECT store_name FROM stores", snippet="WHERE city = 'x'"),
         item("bad_follow_up", "SELECT 1", follow_up="SELECT * FROM missing_table"),
-    ] + [item(f"ok_{i}", f"SELECT store_name FROM stores WHERE store_id > {i} ORDER BY store_id") for i in range(6)]
+    ] + [item(f"ok_{i}", f"SELECT store_name FROM stores WHERE store_id >= {i} ORDER BY store_id") for i in range(6)]
     config = str(config_for(tmp_path, lines))
     reports = []
     for runners in (1, 4):

@@ -181,8 +181,11 @@ def _sql(value: Any, path: Path, line: int | None, key: str) -> str | None:
         if not all(isinstance(s, str) for s in value):
             raise ConfigError("expected a list of SQL texts", file=str(path), line=line, key=key)
         statements = [s.strip().rstrip(";").strip() for s in value if s.strip()]
-        # a statement whose last line is a -- comment keeps a line end before the next ``;``
-        return ";\n".join(s + "\n" if "--" in s.splitlines()[-1] else s for s in statements) or None
+        # a statement whose last line is a -- comment keeps a line end before the next ``;`` (the
+        # last statement is kept as written: BIRD-Interact's cleaning reads a line end)
+        last = len(statements) - 1
+        return ";\n".join(s + "\n" if i < last and "--" in s.splitlines()[-1] else s
+                           for i, s in enumerate(statements)) or None
     if value is None or isinstance(value, str):
         return value if value is None or value.strip() else None
     raise ConfigError(f"expected an SQL text, got {type(value).__name__}", file=str(path), line=line, key=key)

@@ -12,7 +12,7 @@ from sqlglot import expressions as exp
 from evalbench.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score, bird_compare
 from evalbench.scoring.compare import compare
-from evalbench.scoring.hard_coded import hard_coded
+from evalbench.scoring.hard_coded import READS_NO_TABLE, hard_coded
 from evalbench.scoring.semantics import ResultRules
 from evalbench.statements import last_statement, sqlglot_dialect
 
@@ -112,7 +112,8 @@ class ExecMatch:
 
     def _hard_coded(self, conversation: Conversation, phase: PhaseRecord, runs: list[list[str]], score: Score) -> Score:
         """A pass whose SQL types the values in (:mod:`evalbench.scoring.hard_coded`) is flagged
-        ``hard_coded``; under ``evalbench`` it fails, unless the golden SQL is itself hard-coded."""
+        ``hard_coded``; under ``evalbench`` it fails when it reads no table of the database, unless the
+        golden SQL is itself hard-coded (SQL that reads a table but selects only constants is flagged only)."""
         dialect = getattr(phase.sandbox, "dialect", None) or sqlglot_dialect(conversation.item.dialect)
         reason = hard_coded([phase.sql or ""], dialect)
         if reason is None:
@@ -123,6 +124,8 @@ class ExecMatch:
         if self.rules.bird:
             return replace(score, detail=f"{score.detail}; hard-coded: the SQL {reason} "
                                          "(BIRD-Interact's evaluator does not check)", flags=flags)
+        if reason != READS_NO_TABLE:  # it reads the data (a yes/no answer may rightly select a constant): flagged only
+            return replace(score, detail=f"{score.detail}; flagged: the SQL {reason}", flags=flags)
         return Score(0.0, False, detail=f"hard-coded answer: the SQL {reason}, yet returns the golden result "
                                         "(its values are typed in, not computed from the data)", flags=flags)
 

@@ -40,6 +40,7 @@ GENERATORS = frozenset({
     "generate_subscripts", "regexp_matches",
 })
 _NOT_CONSTANT = (exp.AggFunc, exp.Window, exp.Query, exp.Star, exp.Placeholder)
+READS_NO_TABLE = "reads no table of the database"  # the reason exec_match fails under evalbench
 _MAX_DEPTH = 32  # nested scopes followed; a recursive CTE stops there, judged not constant
 
 
@@ -63,7 +64,7 @@ def _hard_coded(statements: tuple[str, ...], dialect: str) -> str | None:
         return None  # a statement sqlglot only tokenised, or a function it does not know: never guessed
     created = {_created(tree) for tree in trees if isinstance(tree, exp.Create)}
     if not any(_reads_table(tree, created) for tree in trees):
-        return "reads no table of the database"
+        return READS_NO_TABLE
     last = trees[-1]
     if isinstance(last, exp.Query) and all(_constant_outputs(build_scope(last), 0)):
         return "selects only constants"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalbench.scoring.bird_compare import clean_sql
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, EmptyGold
+from evalbench.scoring.temp_objects import writes_only_temporary
 
 if TYPE_CHECKING:
     from evalbench.backends.base import ExecutionResult, Sandbox
@@ -110,10 +111,14 @@ def golden_mode(phase: PhaseRecord, run: list[str]) -> Literal["read", "write"]:
 
 
 def execute_generated(sandbox: Sandbox, phase: PhaseRecord, rules: ResultRules) -> None:
-    """Run the agent's SQL as written and, under ``bird_interact``, its cleaned text too."""
+    """Run the agent's SQL as written and, under ``bird_interact``, its cleaned text too. A
+    question's answer that writes only temporary objects of its own runs in write mode
+    (:mod:`evalbench.scoring.temp_objects`)."""
     if not phase.sql:
         return
     mode: Literal["read", "write"] = "read" if phase.is_query else "write"
+    if phase.is_query and writes_only_temporary(phase.sql, getattr(sandbox, "dialect", "postgres")):
+        mode = "write"  # temporary objects of its own, as BIRD-Interact allows: inside a rolled-back transaction
     phase.generated = sandbox.execute(phase.sql, mode=mode, preprocess=phase.preprocess,
                                       preprocess_errors=rules.preprocess_errors)
     cleaned = rules.compared_sql(phase)

@@ -140,10 +140,9 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 def scrubbed_environment() -> dict[str, str]:
     """What the child inherits: enough to start Python and import evalbench, no secret."""
-    import evalbench
-
+    package_root = Path(__file__).resolve().parents[2]  # evalbench/scoring/this file -> the dir holding evalbench
     return {"PATH": os.defpath, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(Path(evalbench.__file__).resolve().parent.parent)}
+            "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(package_root)}
 
 
 def run_test_case(conninfo: str, test_case: str, pred_sqls: Sequence[str], sol_sqls: Sequence[str],

@@ -520,6 +520,9 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
     tools = tool_counts(conv)
     if tools is not None:
         record["tools"] = tools
+    if conv.invalid_phases:  # every phase whose golden work cannot judge, reached or not
+        record["invalid_phases"] = [{"phase": phase, "reason": _clip(reason, caps.text)}
+                                    for phase, reason in conv.invalid_phases.items()]
     record["turns"] = [turn_record(t, caps) for t in conv.turns]
     record["phases"] = [phase_record(p, preview_rows, caps, hashes) for p in conv.phases]
     return record

@@ -167,6 +167,7 @@ class RecordShape(_Shape):
     stage_seconds: dict[str, Number] | None = None
     tokens: dict[str, Count] | None = None
     tools: dict[str, Count] | None = None
+    invalid_phases: list[dict[str, str]] | None = None
     simulator: dict[str, Any] | None = None
     diagnosis: DiagnosisShape | None = None
     tags: list[Any] | dict[str, Any] | str | None = None
@@ -308,6 +309,7 @@ class SummaryShape(_Shape):
     outcomes: dict[str, Count] | None = None
     infra_errors: Count | None = None
     invalid_items: dict[str, Any] | None = None
+    official: dict[str, Number | None] | None = None
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:

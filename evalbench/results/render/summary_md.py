@@ -62,7 +62,7 @@ def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult]
     lines += ["", f"**Outcomes:** {outcomes or 'none'}"]
     for note in verdict_notes(summary, listed=20):
         head, _, rest = note.partition(": ")
-        lines += ["", f"**{_cell(head.capitalize())}:** {_cell(rest)}"]
+        lines += ["", f"**{_cell(head[:1].upper() + head[1:])}:** {_cell(rest)}"]
     from evalbench.results.summary.trials import trials_lines
 
     for line in trials_lines(summary):

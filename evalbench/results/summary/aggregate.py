@@ -20,6 +20,7 @@ from typing import Any
 
 from evalbench.conversation import Outcome
 from evalbench.results.journal.lines import phase_passed
+from evalbench.results.summary.official import OfficialTally, official_line
 from evalbench.results.summary.stats import rate_ci
 from evalbench.results.summary.taxonomy import diagnose
 from evalbench.results.summary.trials import TrialTally
@@ -81,6 +82,7 @@ class SummaryBuilder:
         self.metric_scorers = metric_scorers or set()
         # repeated trials: per-item counts for pass@k / pass^k (kept only when there are trials)
         self.trials = TrialTally(trials) if trials > 1 else None
+        self.official = OfficialTally()  # BIRD-Interact's own figures (reported under its semantics)
         self.total = 0
         self.outcomes: Counter[str] = Counter()
         self.scores: dict[tuple[str, str], _Tally] = defaultdict(_Tally)  # (scorer, phase)
@@ -91,6 +93,7 @@ class SummaryBuilder:
         self.deciders: dict[str, Counter[str]] = defaultdict(Counter)  # phase -> primary scorer -> phases
         self.invalid: list[dict[str, str]] = []  # invalid items (and follow-up phases)
         self.invalid_count = 0
+        self._invalid_seen: set[tuple[str, str]] = set()  # (item, phase): listed once, whatever the trials
         self.empty_gold = 0  # judged phases whose golden result is empty
         self.turns = 0
         self.clarifications = 0
@@ -119,8 +122,14 @@ class SummaryBuilder:
         self.outcomes[record["outcome"]] += 1
         if self.trials is not None:
             self.trials.add(record)
+        self.official.add(record)
+        listed = record.get("invalid_phases")  # every invalid phase, reached or not (older journals: None)
+        invalid_names = {entry.get("phase") for entry in listed or ()}
+        for entry in listed or ():
+            self._invalid(record, {"phase": entry.get("phase"), "error": entry.get("reason")})
         if record["outcome"] == INVALID:
-            self._invalid(record, record["phases"][0] if record["phases"] else {})
+            if listed is None:
+                self._invalid(record, record["phases"][0] if record["phases"] else {})
             return
         self.turns += len(record["turns"])
         self.sessions_opened += record.get("sessions_opened", 0)
@@ -144,9 +153,10 @@ class SummaryBuilder:
             self.clarifications += phase["clarifications"]
             if phase["phase"] == "follow_up":
                 self.follow_up_reached += 1
-            if phase.get("outcome") == INVALID:  # a follow-up whose golden SQL is broken
-                self._invalid(record, phase)
-                continue
+            if phase.get("outcome") == INVALID or phase["phase"] in invalid_names:  # an invalid follow-up
+                if listed is None:
+                    self._invalid(record, phase)
+                continue  # (judged anyway when an answer may pass upstream: the official figure counts it)
             for name, score in phase["scores"].items():
                 self.scores[(name, phase["phase"])].add(score)
             decider = phase.get("primary") or next(
@@ -167,6 +177,10 @@ class SummaryBuilder:
             self.taxonomy_flags.update(diagnosis.flags)
 
     def _invalid(self, record: dict[str, Any], phase: dict[str, Any]) -> None:
+        key = (record["item_id"], phase.get("phase") or "main")
+        if key in self._invalid_seen:
+            return
+        self._invalid_seen.add(key)
         self.invalid_count += 1
         if len(self.invalid) < MAX_LISTED:
             self.invalid.append({"item_id": record["item_id"], "phase": phase.get("phase", "main"),
@@ -250,6 +264,8 @@ class SummaryBuilder:
                 **({"tools": self._tools(judged)} if self.tools else {}),
             },
             **({"trials": self.trials.result()} if self.trials is not None else {}),
+            **({"official": self.official.result()}
+               if (extra.get("scoring") or {}).get("semantics") == "bird_interact" else {}),
             **extra,
         }
 
@@ -288,6 +304,9 @@ def verdict_notes(summary: dict[str, Any], listed: int = 5) -> list[str]:
                           f"{_clip(i.get('reason') or '')}" for i in items[:listed])
         more = f"; and {invalid['count'] - listed} more (summary.json: invalid_items)" if invalid["count"] > listed else ""
         lines.append(f"invalid items: {invalid['count']}, in no rate (their golden SQL cannot judge an answer): {shown}{more}")
+    official = official_line(summary)
+    if official is not None:
+        lines.append(official)
     return lines
 
 

@@ -31,6 +31,7 @@ from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.record import SCHEMA_VERSION
 from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.links import conversation_anchor, report_href
+from evalbench.results.summary.official import official_comparison
 from evalbench.results.summary.stats import mcnemar_exact, paired_diff_ci
 
 __all__ = [
@@ -198,6 +199,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)  # differences that do not prevent a comparison
     forced: bool = False
     level: float = LEVEL
+    official: list[str] = field(default_factory=list)  # BIRD-Interact's own figures of A and B, when both have them
 
     @property
     def headline(self) -> PhaseComparison:
@@ -337,6 +339,10 @@ def _phase_verdict(phase: dict[str, Any]) -> tuple[bool, str | None]:
 
 
 def _side(record: dict[str, Any], phase: dict[str, Any], metric: str, run_dir: Path) -> Side | None:
+    invalid = {e.get("phase"): e.get("reason") for e in record.get("invalid_phases") or ()}
+    if phase.get("outcome") == "invalid_item" or phase.get("phase") in invalid:  # in no rate: not paired
+        reason = invalid.get(phase.get("phase")) or phase.get("error") or record.get("error")
+        return Side(outcome="invalid_item", passed=None, applicable=False, detail=str(reason or "")[:DETAIL_CHARS])
     score: dict[str, Any] | None
     if metric == SUCCESS:
         verdict, primary = _phase_verdict(phase)
@@ -463,7 +469,8 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
     regressions.sort(key=flip_key)
     improvements.sort(key=flip_key)
     return Comparison(a=info_a, b=info_b, metric=metric, phases=phases, regressions=regressions, improvements=improvements,
-                      differences=refuse if force else [], notes=notes, forced=force)
+                      differences=refuse if force else [], notes=notes, forced=force,
+                      official=official_comparison(_summary(run_a), _summary(run_b)))
 
 
 # ------------------------------------------------------------------------------------ formatting
@@ -546,6 +553,7 @@ def render_text(c: Comparison) -> str:
         out.append("  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=False))))
     out.append("")
     out.append(f"  {verdict(c)}")
+    out += [f"  {line}" for line in c.official]
     for title, flips in (("regressions (A pass, B fail)", c.regressions), ("improvements (A fail, B pass)", c.improvements)):
         if not flips:
             continue
@@ -575,7 +583,7 @@ def render_markdown(c: Comparison) -> str:
     """GitHub-flavoured Markdown for a CI job summary (flips capped at ``MARKDOWN_FLIPS`` per list)."""
     level = round(100 * c.level)
     out = [f"## evalbench compare: {_md(c.a.run_id)} → {_md(c.b.run_id)}", "", f"**{_md(_headline(c), 1000)}**", "",
-           f"{_md(verdict(c), 500)}.", ""]
+           f"{_md(verdict(c), 500)}.", "", *[f"{_md(line, 500)}\n" for line in c.official]]
     for warning in _warning_lines(c):
         out.append(f"> **Warning:** {_md(warning, 1000)}")
     if _warning_lines(c):
@@ -648,7 +656,8 @@ def render_html(c: Comparison, out_dir: Path | None = None) -> str:
              """<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">""",
              f"<title>evalbench compare: {_e(c.a.run_id)} vs {_e(c.b.run_id)}</title>", f"<style>{_CSS}</style></head><body>",
              f"<h1>evalbench compare: {_e(c.a.run_id)} → {_e(c.b.run_id)}</h1>",
-             f'<p class="headline">{_e(_headline(c))}</p>', f"<p>{_e(verdict(c))}.</p>"]
+             f'<p class="headline">{_e(_headline(c))}</p>', f"<p>{_e(verdict(c))}.</p>",
+             *[f"<p>{_e(line)}</p>" for line in c.official]]
     parts += [f'<div class="warning">{_e(w)}</div>' for w in _warning_lines(c)]
     parts.append("<table><tr><th>run</th><th>id</th><th>agent</th><th>seed</th><th>conversations</th><th>outcomes</th>"
                  "<th>directory</th></tr>")

@@ -30,7 +30,9 @@ def trial_passed(record: dict[str, Any]) -> bool | None:
     """Whether one trial passed: every phase passed; None when it cannot be judged."""
     if record.get("outcome") == "invalid_item" or not record.get("phases"):
         return None if record.get("outcome") == "invalid_item" else False
-    verdicts = [phase_passed(phase) for phase in record["phases"] if phase.get("outcome") != "invalid_item"]
+    invalid = {entry.get("phase") for entry in record.get("invalid_phases") or ()}
+    verdicts = [phase_passed(phase) for phase in record["phases"]
+                if phase.get("outcome") != "invalid_item" and phase.get("phase") not in invalid]
     if any(v is False for v in verdicts):
         return False
     return True if verdicts and all(v is True for v in verdicts) else None
