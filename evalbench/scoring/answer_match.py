@@ -131,7 +131,8 @@ class AnswerMatch:
             return Score.not_applicable("the agent answered with SQL alone")
         if not text:
             return Score(0.0, False, detail="the agent gave no answer")
-        context = Context.of([phase.question, *(t.user_text for t in conversation.turns if t.phase == phase.phase)])
+        turns = conversation.turns if conversation is not None else []  # (a phase scored on its own: the question only)
+        context = Context.of([phase.question, *(t.user_text for t in turns if t.phase == phase.phase)])
         verdict = self._deterministic(text, _golden(phase), context)
         if verdict.passed and self.judge is not None:
             return self._confirm(conversation, phase, verdict)

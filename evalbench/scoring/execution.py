@@ -114,7 +114,8 @@ class ExecMatch:
         """A pass whose SQL types the values in (:mod:`evalbench.scoring.hard_coded`) is flagged
         ``hard_coded``; under ``evalbench`` it fails when it reads no table of the database, unless the
         golden SQL is itself hard-coded (SQL that reads a table but selects only constants is flagged only)."""
-        dialect = getattr(phase.sandbox, "dialect", None) or sqlglot_dialect(conversation.item.dialect)
+        item_dialect = conversation.item.dialect if conversation is not None else "postgres"
+        dialect = getattr(phase.sandbox, "dialect", None) or sqlglot_dialect(item_dialect)
         reason = hard_coded([phase.sql or ""], dialect)
         if reason is None:
             return score
