@@ -57,14 +57,31 @@ def _ratio_replicates(x: Sequence[float], w: Sequence[float], resamples: int, se
 
     pairs = np.round(np.column_stack([np.asarray(x, dtype=float), np.asarray(w, dtype=float)]), DIGITS)
     patterns, counts = np.unique(pairs, axis=0, return_counts=True)
-    m = len(pairs)
     rng = np.random.default_rng(seed)
     chunk = max(1, CELLS // len(patterns))
     out = []
     for done in range(0, resamples, chunk):
-        draws = rng.multinomial(m, counts / m, size=min(chunk, resamples - done))
+        draws = _multinomial(rng, counts, min(chunk, resamples - done))
         out.append((draws @ patterns[:, 0]) / (draws @ patterns[:, 1]))
     return np.concatenate(out)
+
+
+def _multinomial(rng: np.random.Generator, counts: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:
+    """``size`` draws of Multinomial(Σ counts, counts / Σ counts), one row each: category by
+    category as conditional binomials, vectorised over the draws (``Generator.multinomial``
+    loops over them)."""
+    import numpy as np
+
+    left = np.full(size, int(counts.sum()))
+    remaining = float(counts.sum())
+    draws = np.zeros((size, len(counts)), dtype=np.int64)
+    for j, count in enumerate(counts[:-1]):
+        share = min(1.0, count / remaining) if remaining > 0 else 0.0
+        draws[:, j] = rng.binomial(left, share)
+        left -= draws[:, j]
+        remaining -= count
+    draws[:, -1] = left
+    return draws
 
 
 def _interval(replicates: npt.NDArray[np.float64], level: float) -> tuple[float, float]:
