@@ -114,7 +114,7 @@ def test_cluster_diff_ci_with_one_pair_per_item_is_the_paired_bootstrap():
 def test_mean_upper_bound_is_one_sided():
     diffs = [-1.0] * 30 + [1.0] * 10 + [0.0] * 160
     upper = mean_upper_bound(diffs, level=0.95)
-    low, high = cluster_diff_ci(diffs, [1] * 200, level=0.90)
+    _, high = cluster_diff_ci(diffs, [1] * 200, level=0.90)
     assert upper == pytest.approx(high, abs=0.005)  # the 95 % quantile, the top of a two-sided 90 % interval
     assert mean_upper_bound([0.0, 0.0]) == 0.0
 
@@ -148,7 +148,7 @@ def test_sign_test_lower_is_the_binomial_cdf():
 
 def test_sign_flip_monte_carlo_agrees_with_the_exact_distribution():
     """Two magnitudes: T* = 1·(2·B1 − 4) + 2·(2·B2 − 3); its exact lower tail by enumeration."""
-    diffs = [-1, -1, -1, 1] + [-2, -2, -2]
+    diffs = [-1, -1, -1, 1, -2, -2, -2]  # magnitude 1 four times, 2 three times
     total = sum(diffs)
     exact = 0.0
     for b1 in range(5):
