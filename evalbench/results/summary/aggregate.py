@@ -149,23 +149,7 @@ class SummaryBuilder:
                 if vuser.get("action_kind"):
                     self.vuser_actions[vuser["action_kind"]] += 1
         for phase in record["phases"]:
-            self.clarifications += phase["clarifications"]
-            if phase["phase"] == "follow_up":
-                self.follow_up_reached += 1
-            if phase.get("outcome") == INVALID:  # a follow-up whose golden SQL is broken
-                self._invalid(record, phase)
-                continue
-            for name, score in phase["scores"].items():
-                self.scores[(name, phase["phase"])].add(score)
-                if self.items is not None and score["applicable"] and name not in self.metric_scorers:
-                    self.items.add(("scorer", name, phase["phase"]), item, bool(score["passed"]))
-            decider = phase.get("primary") or next(
-                (n for n, sc in phase["scores"].items() if sc.get("passed") is not None and n not in self.metric_scorers), None)
-            if decider is not None:
-                self.deciders[phase["phase"]][decider] += 1
-                if {"empty_gold", "both_empty"} & set((phase["scores"].get(decider) or {}).get("flags") or ()):
-                    self.empty_gold += 1
-            self._count(self.success[phase["phase"]], phase_passed(phase), item, ("success", phase["phase"]))
+            self._phase(record, phase, item)
         # Slices: the main phase's verdict of every conversation (a conversation that ended
         # before any phase counts as failed, none is left out).
         passed = phase_passed(record["phases"][0]) if record["phases"] else False
@@ -175,6 +159,25 @@ class SummaryBuilder:
         if diagnosis is not None:
             self.taxonomy[diagnosis.kind.value] += 1
             self.taxonomy_flags.update(diagnosis.flags)
+
+    def _phase(self, record: dict[str, Any], phase: dict[str, Any], item: object) -> None:
+        self.clarifications += phase["clarifications"]
+        if phase["phase"] == "follow_up":
+            self.follow_up_reached += 1
+        if phase.get("outcome") == INVALID:  # a follow-up whose golden SQL is broken
+            self._invalid(record, phase)
+            return
+        for name, score in phase["scores"].items():
+            self.scores[(name, phase["phase"])].add(score)
+            if self.items is not None and score["applicable"] and name not in self.metric_scorers:
+                self.items.add(("scorer", name, phase["phase"]), item, bool(score["passed"]))
+        decider = phase.get("primary") or next(
+            (n for n, sc in phase["scores"].items() if sc.get("passed") is not None and n not in self.metric_scorers), None)
+        if decider is not None:
+            self.deciders[phase["phase"]][decider] += 1
+            if {"empty_gold", "both_empty"} & set((phase["scores"].get(decider) or {}).get("flags") or ()):
+                self.empty_gold += 1
+        self._count(self.success[phase["phase"]], phase_passed(phase), item, ("success", phase["phase"]))
 
     def _invalid(self, record: dict[str, Any], phase: dict[str, Any]) -> None:
         self.invalid_count += 1

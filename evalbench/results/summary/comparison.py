@@ -109,6 +109,9 @@ class Side:
         return "fail" if self.outcome in (None, "scored") else f"fail ({self.outcome})"
 
 
+Sides = dict[tuple[str, int, str], Side | None]  # (item_id, trial, phase) -> verdict
+
+
 @dataclass(frozen=True)
 class Flip:
     """An item whose verdict differs between the runs: a regression (A pass, B fail) or an improvement."""
@@ -413,16 +416,39 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
         _check_pass_fail(run_dir, metric)
 
     info_a, info_b = _run_info(run_a, manifest_a), _run_info(run_b, manifest_b)
-    a_sides: dict[tuple[str, int, str], Side | None] = {}
+    a_sides: Sides = {}
     for item_id, trial, phase, side in _sides(_records(run_a), metric, info_a, notes, "A"):
         a_sides[(item_id, trial, phase)] = side
 
     # B is collected like A (one compact verdict per (item, phase)) so that the last record of an
     # item journaled twice wins on both sides; full records are never held.
-    b_sides: dict[tuple[str, int, str], Side | None] = {}
+    b_sides: Sides = {}
     for item_id, trial, phase, side in _sides(_records(run_b), metric, info_b, notes, "B"):
         b_sides[(item_id, trial, phase)] = side
 
+    stats, per_item, regressions, improvements = _pair(a_sides, b_sides)
+    order = {name: i for i, name in enumerate(PHASES)}
+    phases = sorted(stats.values(), key=lambda p: (order.get(p.phase, len(order)), p.phase))
+    phases = [p for p in phases if p.phase == "main" or p.pairs or p.only_in_a or p.only_in_b or p.not_applicable
+              or p.applicability_differs]
+    for tally in phases:
+        for ids in (tally.applicability_differs, tally.only_in_a, tally.only_in_b):
+            ids.sort(key=_natural_key)
+        _statistics(tally, list((per_item.get(tally.phase) or {}).values()))
+
+    def flip_key(flip: Flip) -> tuple[int, list[Any]]:
+        return order.get(flip.phase, len(order)), _natural_key(flip.name)
+
+    regressions.sort(key=flip_key)
+    improvements.sort(key=flip_key)
+    return Comparison(a=info_a, b=info_b, metric=metric, phases=phases, regressions=regressions, improvements=improvements,
+                      differences=refuse if force else [], notes=notes, forced=force)
+
+
+def _pair(a_sides: Sides, b_sides: Sides) -> tuple[dict[str, PhaseComparison], dict[str, dict[str, list[int]]],
+                                                   list[Flip], list[Flip]]:
+    """The paired counts of each phase, each item's [paired trials, net change] per phase, the
+    regressions and the improvements (``a_sides`` is emptied)."""
     stats = {name: PhaseComparison(name) for name in PHASES}
     per_item: dict[str, dict[str, list[int]]] = {}  # phase -> item -> [paired trials, improvements - regressions]
     regressions: list[Flip] = []
@@ -458,23 +484,7 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
             tally.n00 += 1
     for (item_id, trial, phase) in a_sides:
         stats.setdefault(phase, PhaseComparison(phase)).only_in_a.append(_named(item_id, trial))
-
-    order = {name: i for i, name in enumerate(PHASES)}
-    phases = sorted(stats.values(), key=lambda p: (order.get(p.phase, len(order)), p.phase))
-    phases = [p for p in phases if p.phase == "main" or p.pairs or p.only_in_a or p.only_in_b or p.not_applicable
-              or p.applicability_differs]
-    for tally in phases:
-        for ids in (tally.applicability_differs, tally.only_in_a, tally.only_in_b):
-            ids.sort(key=_natural_key)
-        _statistics(tally, list((per_item.get(tally.phase) or {}).values()))
-
-    def flip_key(flip: Flip) -> tuple[int, list[Any]]:
-        return order.get(flip.phase, len(order)), _natural_key(flip.name)
-
-    regressions.sort(key=flip_key)
-    improvements.sort(key=flip_key)
-    return Comparison(a=info_a, b=info_b, metric=metric, phases=phases, regressions=regressions, improvements=improvements,
-                      differences=refuse if force else [], notes=notes, forced=force)
+    return stats, per_item, regressions, improvements
 
 
 def _statistics(tally: PhaseComparison, items: list[list[int]]) -> None:
