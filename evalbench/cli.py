@@ -46,6 +46,9 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     gates.add_argument("--baseline", metavar="RUN_DIR", help="the run --max-regression compares with")
     gates.add_argument("--max-regression", action="append", default=[], metavar="METRIC=DELTA",
                        help="fail when METRIC dropped by more than DELTA (0.02 or 2%%) since --baseline")
+    gates.add_argument("--regression-confidence", default="95%", metavar="LEVEL",
+                       help="how sure --max-regression must be that the drop exceeds DELTA before it fails "
+                            "(0.95 or 95%%, the default; items of both journals are paired)")
     gates.add_argument("--force", action="store_true",
                        help="check --max-regression against a baseline whose semantics or primary verdicts differ")
     gates.add_argument("--max-infra-errors", type=int, default=0, metavar="N",
@@ -53,6 +56,19 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     gates.add_argument("--allow-incomplete", action="store_true",
                        help="let --fail-under and --max-regression pass on an incomplete run (or baseline): one whose "
                             "journal holds fewer conversations than the dataset has items, or that did not finish")
+
+
+def _confidence(args: argparse.Namespace) -> float:
+    """``--regression-confidence`` (0.95 or 95%); a ConfigError naming it otherwise."""
+    from evalbench.errors import ConfigError
+    from evalbench.results.summary.regression import check_confidence
+
+    text = str(getattr(args, "regression_confidence", "95%")).strip()
+    try:
+        return check_confidence(float(text[:-1]) / 100 if text.endswith("%") else float(text))
+    except ValueError as exc:
+        reason = str(exc) if "confidence" in str(exc) else "not a number (write 0.95 or 95%)"
+        raise ConfigError(f"--regression-confidence {text}: {reason}") from None
 
 
 def _add_subset_options(parser: argparse.ArgumentParser) -> None:
@@ -509,8 +525,12 @@ def _thresholds(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[st
         if not os.path.lexists(path):  # anything else there is refused, naming it, by _read_baseline
             raise ConfigError(f"--baseline {args.baseline}: no summary.json there (is it a run directory?)")
         baseline = _read_baseline(path)
+        from evalbench.gates import check_baseline_journal
+
+        check_baseline_journal(Path(args.baseline))  # paired by --max-regression: refused now, not after the run
     if args.max_infra_errors < 0:
         raise ConfigError("--max-infra-errors must be 0 or more")
+    _confidence(args)
     return fail_under, max_regression, baseline
 
 
@@ -596,6 +616,8 @@ def _check_baseline_shape(data: dict[str, Any], where: str) -> None:
 
 def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, thresholds: Any, *, cancelled: bool) -> int:
     """Check the gates, record them in summary.md and pick the exit code."""
+    from pathlib import Path
+
     from evalbench.gates import check_gates
     from evalbench.results.journal.files import write_atomic
     from evalbench.results.render.summary_md import incomplete_note, render_summary_markdown
@@ -613,7 +635,9 @@ def _verdict(args: argparse.Namespace, summary: dict[str, Any], run_dir: Any, th
                   f"({'; '.join(differences)}); use --force to compare anyway", file=sys.stderr)
             return EXIT_CONFIG
     gates = check_gates(summary, fail_under, max_regression, baseline,
-                        allow_incomplete=getattr(args, "allow_incomplete", False))
+                        allow_incomplete=getattr(args, "allow_incomplete", False), run_dir=Path(run_dir),
+                        baseline_dir=Path(args.baseline) if args.baseline else None,
+                        confidence=_confidence(args))
     if gates:
         write_atomic(run_dir / "summary.md", render_summary_markdown(summary, gates))
         for gate in gates:

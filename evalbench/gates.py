@@ -9,7 +9,11 @@ that can never pass: write ``80%``); a mean metric (``turn_count``) takes any ba
 
 - ``--fail-under exec_match=0.6``: fails when the metric is below 0.6.
 - ``--baseline RUN --max-regression exec_match=2%``: fails when the metric fell by more than
-  two points since the baseline run.
+  two points since the baseline run *with confidence*: the items of both journals are paired
+  and the gate fails only when the drop is beyond two points at ``--regression-confidence``
+  (default 95 %) and a paired sign-flip test finds it
+  (:mod:`evalbench.results.summary.regression`, the exact rule). A baseline with no journal is
+  compared through the two summaries' intervals, unpaired, and the message says so.
 - ``--max-infra-errors N``: more than N conversations ended in an infrastructure outcome
   (``db_error``, ``vuser_error``) is exit code 3, not a verdict on the agent.
 
@@ -22,10 +26,16 @@ the run's rates. ``--allow-incomplete`` accepts them.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from evalbench.errors import ConfigError
+from evalbench.results.journal.files import JOURNAL
+from evalbench.results.journal.safe_read import open_run_file
+from evalbench.results.summary.item_values import Item, journal_item_values
+from evalbench.results.summary.regression import DEFAULT_CONFIDENCE, Regression, paired_regression, unpaired_regression
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,20 @@ def _trial_metric(summary: dict[str, Any], name: str, k: str, metric: str) -> fl
     return entry.get("rate")
 
 
+def metric_ci(summary: dict[str, Any], metric: str) -> list[float] | None:
+    """The 95 % interval the summary gives ``metric`` (None for a mean, or a summary without one)."""
+    name, _, phase = metric.partition(".")
+    if name in ("pass_hat_k", "pass_at_k", "consistency"):
+        trials = summary.get("trials") or {}
+        entry = trials.get(name) if name == "consistency" else (trials.get(name) or {}).get(phase or "1")
+        return (entry or {}).get("ci95") if isinstance(entry, dict) else None
+    if name == "success":
+        entry = (summary.get("success") or {}).get(phase or "main")
+    else:
+        entry = ((summary.get("scorers") or {}).get(name) or {}).get(phase or "main")
+    return entry.get("ci") if isinstance(entry, dict) else None
+
+
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
@@ -129,9 +153,12 @@ def _completeness_gate(summary: dict[str, Any], which: str, allow_incomplete: bo
 
 
 def check_gates(summary: dict[str, Any], fail_under: list[Threshold], max_regression: list[Threshold],
-                baseline: dict[str, Any] | None, *, allow_incomplete: bool = False) -> list[GateResult]:
+                baseline: dict[str, Any] | None, *, allow_incomplete: bool = False, run_dir: Path | None = None,
+                baseline_dir: Path | None = None, confidence: float = DEFAULT_CONFIDENCE) -> list[GateResult]:
     """The gates' results. With any gate, an incomplete run (or, for ``max_regression``, an
-    incomplete baseline) adds a ``complete`` gate that fails unless ``allow_incomplete``."""
+    incomplete baseline) adds a ``complete`` gate that fails unless ``allow_incomplete``.
+    ``max_regression`` pairs the items of the journals in ``run_dir`` and ``baseline_dir`` and
+    decides at ``confidence``; without them it compares the summaries, unpaired."""
     results = []
     if fail_under or max_regression:
         complete = _completeness_gate(summary, "this run", allow_incomplete)
@@ -151,19 +178,48 @@ def check_gates(summary: dict[str, Any], fail_under: list[Threshold], max_regres
         message = f"{gate.metric} = {_fmt(actual)} {'>=' if passed else '<'} {gate.value:.4g}" if actual is not None \
             else f"{gate.metric} has no value in this run"
         results.append(GateResult(f"fail-under {gate.text}", gate.metric, passed, message, actual, gate.value))
+    if max_regression and baseline is None:
+        raise ConfigError("--max-regression needs --baseline RUN_DIR")
+    values = _paired_values(run_dir, baseline_dir, [gate.metric for gate in max_regression]) if max_regression else None
     for gate in max_regression:
-        if baseline is None:
-            raise ConfigError("--max-regression needs --baseline RUN_DIR")
-        actual, before = metric_value(summary, gate.metric), metric_value(baseline, gate.metric)
-        if actual is None or before is None:
-            results.append(GateResult(f"max-regression {gate.text}", gate.metric, False,
-                                      f"{gate.metric} is missing in {'this run' if actual is None else 'the baseline'}",
-                                      actual, gate.value))
-            continue
-        drop = before - actual
-        passed = drop <= gate.value + 1e-12
-        results.append(GateResult(f"max-regression {gate.text}", gate.metric, passed,
-                                  f"{gate.metric}: {_fmt(before)} (baseline) -> {_fmt(actual)}, change {-drop:+.4g} "
-                                  f"({'within' if passed else 'beyond'} the allowed drop of {gate.value:.4g})",
-                                  actual, gate.value))
+        assert baseline is not None
+        results.append(_regression_gate(gate, summary, baseline, values, confidence))
     return results
+
+
+PairedValues = tuple[dict[str, dict[Item, float]], dict[str, dict[Item, float]]] | str
+
+
+def check_baseline_journal(baseline_dir: Path) -> None:
+    """RunDirError (exit 2) naming the baseline's journal when it is there but not a regular file
+    of the run directory; a baseline without a journal is fine (compared through its summary)."""
+    with open_run_file(Path(baseline_dir), JOURNAL, missing_ok=True):
+        pass
+
+
+def _paired_values(run_dir: Path | None, baseline_dir: Path | None, metrics: list[str]) -> PairedValues:
+    """Per-item values of each metric in (this run, the baseline), or why items cannot be paired.
+    A journal that is there but cannot be read is a RunDirError (exit 2), not a fallback."""
+    if run_dir is None or baseline_dir is None:
+        return "no journals given"
+    for which, where in (("this run", run_dir), ("the baseline", baseline_dir)):
+        if not os.path.lexists(Path(where) / JOURNAL):
+            return f"{which} has no journal ({JOURNAL}), only summary.json, so items cannot be paired"
+    return journal_item_values(Path(run_dir), metrics), journal_item_values(Path(baseline_dir), metrics)
+
+
+def _regression_gate(gate: Threshold, summary: dict[str, Any], baseline: dict[str, Any], values: PairedValues | None,
+                     confidence: float) -> GateResult:
+    name = f"max-regression {gate.text}"
+    actual, before = metric_value(summary, gate.metric), metric_value(baseline, gate.metric)
+    if actual is None or before is None:
+        return GateResult(name, gate.metric, False,
+                          f"{gate.metric} is missing in {'this run' if actual is None else 'the baseline'}", actual, gate.value)
+    decision: Regression
+    if isinstance(values, tuple):
+        decision = paired_regression(values[1][gate.metric], values[0][gate.metric], gate.value, confidence=confidence)
+    else:
+        decision = unpaired_regression(before, metric_ci(baseline, gate.metric), actual, metric_ci(summary, gate.metric),
+                                       gate.value, values or "no journals given", confidence=confidence)
+    message = f"{gate.metric}: {_fmt(before)} (baseline) -> {_fmt(actual)}, change {actual - before:+.4g}; {decision.message}"
+    return GateResult(name, gate.metric, not decision.regressed, message, actual, gate.value)

@@ -12,6 +12,8 @@ import pytest
 
 from evalbench.cli import main
 from evalbench.dataset.loader import load_items
+from evalbench.results.summary.clustered import cluster_rate_ci
+from evalbench.results.summary.stats import rate_ci
 from tests.attack_agent import AttackAgent, item, write_run
 from tests.conftest import ROOT
 from tests.fake_llm_server import Received, Scripted
@@ -113,6 +115,15 @@ def test_trials_give_pass_hat_k_pass_at_k_and_consistency(tmp_path: Path) -> Non
     inconsistent = {(i["item_id"], i["passed"]) for i in trials["inconsistent_items"]}
     assert len(inconsistent) == len(by_item) - consistency["consistent"]
     assert "pass^3" in (run_dir / "summary.md").read_text(encoding="utf-8")
+    # the rates' intervals resample items with their trials (docs/runs.md, "Statistics by item")
+    per_item: dict[str, list[int]] = {}
+    for record in records:
+        counts = per_item.setdefault(record["item_id"], [0, 0])
+        counts[0] += 1
+        counts[1] += bool(record["phases"] and record["phases"][0]["passed"])
+    success = summary["success"]["main"]
+    assert success["ci"] == [round(v, 4) for v in cluster_rate_ci([(n, c) for n, c in per_item.values()])]
+    assert success["ci"] != [round(v, 4) for v in rate_ci(success["passed"], success["total"])]  # not by outcome
     # pass^k is recomputed from the journal alone by `evalbench report`
     assert main(["report", str(run_dir), "--no-html"]) == 0
     assert _summary(run_dir)["trials"] == trials
@@ -186,7 +197,7 @@ def test_retry_errors_needs_resume(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_compare_pairs_trials_trial_by_trial(tmp_path: Path) -> None:
-    from evalbench.results.summary.comparison import compare_runs
+    from evalbench.results.summary.comparison import MCNEMAR, SIGN_FLIP, compare_runs, render_markdown, render_text
 
     subset = ("--limit", "10")
     assert _run(tmp_path, "n3", "--trials", "3", "--set", "model_config=simulated:noisy", *subset) == 0
@@ -200,6 +211,23 @@ def test_compare_pairs_trials_trial_by_trial(tmp_path: Path) -> None:
     # one trial against three: trial 1 is paired, the later trials are listed as unpaired
     mixed = compare_runs(tmp_path / "o1", tmp_path / "o3", force=True).phase("main")
     assert mixed.pairs == items and len(mixed.only_in_b) == 2 * items
+    # with trials, the p-value and interval take the item as the unit
+    assert main_phase.test == SIGN_FLIP and main_phase.items == items and mixed.test == MCNEMAR
+    assert f"{3 * items} paired trial(s) of {items} item(s)" in render_markdown(both)
+    assert "sign-flip by item p" in render_text(both)
+
+
+def test_a_gate_with_trials_pairs_items(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-regression on runs with trials pairs each item's pass rate over its trials."""
+    subset = ("--limit", "10", "--trials", "2")
+    assert _run(tmp_path, "oracle", "--set", "model_config=simulated:oracle", *subset) == 0
+    assert _run(tmp_path, "noisy", "--set", "model_config=simulated:noisy", *subset,
+                "--baseline", str(tmp_path / "oracle"), "--max-regression", "success=5%") == 1
+    out = capsys.readouterr().out
+    assert "gate max-regression success=5%: FAIL" in out and "paired over 10 item(s)" in out, out
+    assert _run(tmp_path, "noisy2", "--set", "model_config=simulated:noisy", "--set", "seed=7", *subset,
+                "--baseline", str(tmp_path / "noisy"), "--max-regression", "success=0") == 0
+    assert "paired over 10 item(s)" in capsys.readouterr().out
 
 
 def test_gates_on_pass_hat_k(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

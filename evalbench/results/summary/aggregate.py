@@ -8,7 +8,10 @@ dataset's fault, so it is listed and counted apart (``invalid_items``) and in no
 ``success`` is the rate of the phases' own verdicts (each phase's declared primary scorer:
 ``exec_match`` for a query, ``test_cases`` or ``state_match`` for a management task), and
 slices split the main phase's verdict over every conversation.
-Rates carry a 95 % percentile-bootstrap confidence interval (:func:`~evalbench.results.summary.stats.rate_ci`).
+Rates carry a 95 % percentile-bootstrap confidence interval (:func:`~evalbench.results.summary.stats.rate_ci`);
+with repeated trials the bootstrap resamples items, each with all its trials
+(:func:`~evalbench.results.summary.clustered.cluster_rate_ci`), since an item's trials are not
+independent outcomes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from evalbench.conversation import Outcome
 from evalbench.results.journal.lines import phase_passed
+from evalbench.results.summary.clustered import ItemCounts
 from evalbench.results.summary.official import OfficialTally, official_line
 from evalbench.results.summary.stats import rate_ci
 from evalbench.results.summary.taxonomy import diagnose
@@ -32,8 +36,9 @@ INVALID = "invalid_item"  # the dataset's golden SQL cannot judge the item: repo
 MAX_LISTED = 1000  # invalid items listed in summary.json
 
 
-def _rate(passed: int, total: int) -> dict[str, Any]:
-    ci = rate_ci(passed, total)
+def _rate(passed: int, total: int, items: ItemCounts | None = None, key: object = None) -> dict[str, Any]:
+    """The rate and its interval: over outcomes, or with ``items`` (a run with trials) over items."""
+    ci = rate_ci(passed, total) if items is None else items.ci(key)
     return {
         "rate": round(passed / total, 4) if total else None,
         "ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None,
@@ -61,20 +66,21 @@ class _Tally:
             self.values += 1
         self.flags.update(score.get("flags") or ())
 
-    def as_dict(self, is_metric: bool) -> dict[str, Any]:
+    def as_dict(self, is_metric: bool, items: ItemCounts | None = None, key: object = None) -> dict[str, Any]:
         out: dict[str, Any] = {"applicable": self.applicable, "not_applicable": self.not_applicable}
         if is_metric:
             out["mean"] = round(self.value_sum / self.values, 4) if self.values else None
         else:
             out["passed"] = self.passed
-            out |= _rate(self.passed, self.applicable)
+            out |= _rate(self.passed, self.applicable, items, key)
         if self.flags:
             out["flags"] = dict(self.flags)
         return out
 
 
 class SummaryBuilder:
-    """Accumulates records one by one; memory does not grow with the number of items."""
+    """Accumulates records one by one; memory does not grow with the number of items (with
+    trials it does: per-item counts for pass^k and for intervals that resample items)."""
 
     SLICES = ("database", "dialect", "category", "difficulty", "ambiguity", "outcome")
 
@@ -83,6 +89,7 @@ class SummaryBuilder:
         # repeated trials: per-item counts for pass@k / pass^k (kept only when there are trials)
         self.trials = TrialTally(trials) if trials > 1 else None
         self.official = OfficialTally()  # BIRD-Interact's own figures (reported under its semantics)
+        self.items = ItemCounts() if trials > 1 else None  # per-item outcomes of every rate, with trials
         self.total = 0
         self.outcomes: Counter[str] = Counter()
         self.scores: dict[tuple[str, str], _Tally] = defaultdict(_Tally)  # (scorer, phase)
@@ -131,6 +138,7 @@ class SummaryBuilder:
             if listed is None:
                 self._invalid(record, record["phases"][0] if record["phases"] else {})
             return
+        item = (record.get("dialect"), record["item_id"])  # the unit the intervals resample with trials
         self.turns += len(record["turns"])
         self.sessions_opened += record.get("sessions_opened", 0)
         self.tokens.update(record.get("tokens") or {})
@@ -150,31 +158,37 @@ class SummaryBuilder:
                 if vuser.get("action_kind"):
                     self.vuser_actions[vuser["action_kind"]] += 1
         for phase in record["phases"]:
-            self.clarifications += phase["clarifications"]
-            if phase["phase"] == "follow_up":
-                self.follow_up_reached += 1
-            if phase.get("outcome") == INVALID or phase["phase"] in invalid_names:  # an invalid follow-up
-                if listed is None:
-                    self._invalid(record, phase)
-                continue  # (judged anyway when an answer may pass upstream: the official figure counts it)
-            for name, score in phase["scores"].items():
-                self.scores[(name, phase["phase"])].add(score)
-            decider = phase.get("primary") or next(
-                (n for n, sc in phase["scores"].items() if sc.get("passed") is not None and n not in self.metric_scorers), None)
-            if decider is not None:
-                self.deciders[phase["phase"]][decider] += 1
-                if {"empty_gold", "both_empty"} & set((phase["scores"].get(decider) or {}).get("flags") or ()):
-                    self.empty_gold += 1
-            self._count(self.success[phase["phase"]], phase_passed(phase))
+            self._phase(record, phase, item, invalid_names, listed is None)
         # Slices: the main phase's verdict of every conversation (a conversation that ended
         # before any phase counts as failed, none is left out).
         passed = phase_passed(record["phases"][0]) if record["phases"] else False
         for key, value in self._slice_values(record):
-            self._count(self.slices[(key, value)], passed)
+            self._count(self.slices[(key, value)], passed, item, ("slice", key, value))
         diagnosis = diagnose(record)
         if diagnosis is not None:
             self.taxonomy[diagnosis.kind.value] += 1
             self.taxonomy_flags.update(diagnosis.flags)
+
+    def _phase(self, record: dict[str, Any], phase: dict[str, Any], item: object, invalid_names: set[Any],
+               unlisted: bool) -> None:
+        self.clarifications += phase["clarifications"]
+        if phase["phase"] == "follow_up":
+            self.follow_up_reached += 1
+        if phase.get("outcome") == INVALID or phase["phase"] in invalid_names:  # an invalid follow-up
+            if unlisted:  # a journal without invalid_phases
+                self._invalid(record, phase)
+            return  # (judged anyway when an answer may pass upstream: the official figure counts it)
+        for name, score in phase["scores"].items():
+            self.scores[(name, phase["phase"])].add(score)
+            if self.items is not None and score["applicable"] and name not in self.metric_scorers:
+                self.items.add(("scorer", name, phase["phase"]), item, bool(score["passed"]))
+        decider = phase.get("primary") or next(
+            (n for n, sc in phase["scores"].items() if sc.get("passed") is not None and n not in self.metric_scorers), None)
+        if decider is not None:
+            self.deciders[phase["phase"]][decider] += 1
+            if {"empty_gold", "both_empty"} & set((phase["scores"].get(decider) or {}).get("flags") or ()):
+                self.empty_gold += 1
+        self._count(self.success[phase["phase"]], phase_passed(phase), item, ("success", phase["phase"]))
 
     def _invalid(self, record: dict[str, Any], phase: dict[str, Any]) -> None:
         key = (record["item_id"], phase.get("phase") or "main")
@@ -186,13 +200,14 @@ class SummaryBuilder:
             self.invalid.append({"item_id": record["item_id"], "phase": phase.get("phase", "main"),
                                  "reason": phase.get("error") or record.get("error") or ""})
 
-    @staticmethod
-    def _count(counts: Counter[str], passed: bool | None) -> None:
+    def _count(self, counts: Counter[str], passed: bool | None, item: object, key: object) -> None:
         if passed is None:
             counts["not_judged"] += 1  # no pass/fail scorer applies: shown, not counted as failed
         else:
             counts["total"] += 1
             counts["passed"] += passed
+            if self.items is not None:
+                self.items.add(key, item, passed)
 
     @staticmethod
     def _slice_values(record: dict[str, Any]) -> Iterable[tuple[str, str]]:
@@ -201,9 +216,9 @@ class SummaryBuilder:
         for kind in record.get("ambiguity_types") or (["none"] if not record.get("ambiguous") else ["unspecified"]):
             yield "ambiguity", kind
 
-    @staticmethod
-    def _entry(counts: Counter[str]) -> dict[str, Any]:
-        entry = {"total": counts["total"], "passed": counts["passed"]} | _rate(counts["passed"], counts["total"])
+    def _entry(self, counts: Counter[str], key: object) -> dict[str, Any]:
+        entry = {"total": counts["total"], "passed": counts["passed"]} | _rate(counts["passed"], counts["total"],
+                                                                               self.items, key)
         if counts["not_judged"]:
             entry["not_judged"] = counts["not_judged"]
         return entry
@@ -220,12 +235,12 @@ class SummaryBuilder:
         scorers: dict[str, dict[str, Any]] = {}
         phase_order = {"main": 0, "follow_up": 1}
         for (name, phase), tally in sorted(self.scores.items(), key=lambda kv: (kv[0][0], phase_order.get(kv[0][1], 9))):
-            scorers.setdefault(name, {})[phase] = tally.as_dict(name in self.metric_scorers)
-        success = {phase: self._entry(counts)
+            scorers.setdefault(name, {})[phase] = tally.as_dict(name in self.metric_scorers, self.items, ("scorer", name, phase))
+        success = {phase: self._entry(counts, ("success", phase))
                    for phase, counts in sorted(self.success.items(), key=lambda kv: phase_order.get(kv[0], 9))}
         slices: dict[str, dict[str, Any]] = {}
         for (key, value), counts in sorted(self.slices.items()):
-            slices.setdefault(key, {})[value] = self._entry(counts)
+            slices.setdefault(key, {})[value] = self._entry(counts, ("slice", key, value))
         slices["phase"] = success
         infra = sum(self.outcomes.get(o, 0) for o in INFRA_OUTCOMES)
         judged = self.total - self.outcomes.get(INVALID, 0)  # the means are over the conversations held

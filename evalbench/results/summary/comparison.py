@@ -6,10 +6,13 @@ virtual user (kind, model, prompts, temperature); the agent, the seed and the ru
 comparison is for. ``compare_runs`` refuses anything else with :class:`IncomparableRuns`,
 listing every difference, unless ``force=True`` (the differences are then kept as warnings).
 
-Items are aligned by ``(item_id, phase)`` on one pass/fail scorer (the primary scorer of run A
+Items are aligned by ``(item_id, phase)`` (and trial) on one pass/fail scorer (the primary scorer of run A
 by default), or on each phase's own verdict (``metric="success"``: the phase's primary scorer,
 ``exec_match`` for a query, ``test_cases`` for a management task). Journals are streamed; only
-a compact verdict per (item, phase) is held in memory. See ``docs/compare.md``.
+a compact verdict per (item, phase) is held in memory. With repeated trials the statistics
+take the item as the unit: the interval resamples items with all their trials and the p-value
+is a sign-flip test of per-item net changes (:mod:`evalbench.results.summary.clustered`); with
+one trial per item they are McNemar's exact test and the paired bootstrap. See ``docs/compare.md``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.record import SCHEMA_VERSION
 from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.links import conversation_anchor, report_href
+from evalbench.results.summary.clustered import cluster_diff_ci, sign_flip_p
 from evalbench.results.summary.official import official_comparison
 from evalbench.results.summary.stats import mcnemar_exact, paired_diff_ci
 
@@ -58,6 +62,8 @@ LEVEL = 0.95  # confidence level of the paired bootstrap interval
 RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0  # fixed: the same two runs always give the same interval
 ALPHA = 0.05  # significance level of the headline sentence
+MCNEMAR = "McNemar exact"  # the test of a phase whose items have one paired trial each
+SIGN_FLIP = "sign-flip by item"  # the test when items have several paired trials
 VUSER_IDENTITY = ("vuser", "model", "encode_prompt_sha256", "decode_prompt_sha256", "temperature")
 VUSER_SETTINGS = ("patience", "block_leaks", "invalid_action_retries")  # reported, not refused
 DETAIL_CHARS = 300  # of a score detail kept per item
@@ -104,6 +110,9 @@ class Side:
         return "fail" if self.outcome in (None, "scored") else f"fail ({self.outcome})"
 
 
+Sides = dict[tuple[str, int, str], Side | None]  # (item_id, trial, phase) -> verdict
+
+
 @dataclass(frozen=True)
 class Flip:
     """An item whose verdict differs between the runs: a regression (A pass, B fail) or an improvement."""
@@ -141,8 +150,10 @@ class PhaseComparison:
     applicability_differs: list[str] = field(default_factory=list)  # applies in one run only: excluded
     only_in_a: list[str] = field(default_factory=list)  # (item, phase) journaled in A only
     only_in_b: list[str] = field(default_factory=list)
-    p_value: float = 1.0  # McNemar exact, two-sided
-    ci: tuple[float, float] | None = None  # paired bootstrap interval of rate_b - rate_a
+    p_value: float = 1.0  # two-sided: McNemar exact, or the sign-flip test by item with trials
+    ci: tuple[float, float] | None = None  # paired bootstrap interval of rate_b - rate_a (resampling items)
+    items: int = 0  # distinct items in the pairs (with trials, fewer than the pairs)
+    test: str = MCNEMAR  # the test behind p_value
 
     @property
     def pairs(self) -> int:
@@ -411,17 +422,42 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
         _check_pass_fail(run_dir, metric)
 
     info_a, info_b = _run_info(run_a, manifest_a), _run_info(run_b, manifest_b)
-    a_sides: dict[tuple[str, int, str], Side | None] = {}
+    a_sides: Sides = {}
     for item_id, trial, phase, side in _sides(_records(run_a), metric, info_a, notes, "A"):
         a_sides[(item_id, trial, phase)] = side
 
     # B is collected like A (one compact verdict per (item, phase)) so that the last record of an
     # item journaled twice wins on both sides; full records are never held.
-    b_sides: dict[tuple[str, int, str], Side | None] = {}
+    b_sides: Sides = {}
     for item_id, trial, phase, side in _sides(_records(run_b), metric, info_b, notes, "B"):
         b_sides[(item_id, trial, phase)] = side
 
+    stats, per_item, regressions, improvements = _pair(a_sides, b_sides)
+    order = {name: i for i, name in enumerate(PHASES)}
+    phases = sorted(stats.values(), key=lambda p: (order.get(p.phase, len(order)), p.phase))
+    phases = [p for p in phases if p.phase == "main" or p.pairs or p.only_in_a or p.only_in_b or p.not_applicable
+              or p.applicability_differs]
+    for tally in phases:
+        for ids in (tally.applicability_differs, tally.only_in_a, tally.only_in_b):
+            ids.sort(key=_natural_key)
+        _statistics(tally, list((per_item.get(tally.phase) or {}).values()))
+
+    def flip_key(flip: Flip) -> tuple[int, list[Any]]:
+        return order.get(flip.phase, len(order)), _natural_key(flip.name)
+
+    regressions.sort(key=flip_key)
+    improvements.sort(key=flip_key)
+    return Comparison(a=info_a, b=info_b, metric=metric, phases=phases, regressions=regressions, improvements=improvements,
+                      differences=refuse if force else [], notes=notes, forced=force,
+                      official=official_comparison(_summary(run_a), _summary(run_b)))
+
+
+def _pair(a_sides: Sides, b_sides: Sides) -> tuple[dict[str, PhaseComparison], dict[str, dict[str, list[int]]],
+                                                   list[Flip], list[Flip]]:
+    """The paired counts of each phase, each item's [paired trials, net change] per phase, the
+    regressions and the improvements (``a_sides`` is emptied)."""
     stats = {name: PhaseComparison(name) for name in PHASES}
+    per_item: dict[str, dict[str, list[int]]] = {}  # phase -> item -> [paired trials, improvements - regressions]
     regressions: list[Flip] = []
     improvements: list[Flip] = []
     for key, b in b_sides.items():
@@ -440,6 +476,9 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
             tally.applicability_differs.append(_named(item_id, trial))
             continue
         assert a is not None and b is not None
+        cell = per_item.setdefault(phase, {}).setdefault(item_id, [0, 0])
+        cell[0] += 1
+        cell[1] += bool(b.passed) - bool(a.passed)
         if a.passed and b.passed:
             tally.n11 += 1
         elif a.passed:
@@ -452,25 +491,21 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
             tally.n00 += 1
     for (item_id, trial, phase) in a_sides:
         stats.setdefault(phase, PhaseComparison(phase)).only_in_a.append(_named(item_id, trial))
+    return stats, per_item, regressions, improvements
 
-    order = {name: i for i, name in enumerate(PHASES)}
-    phases = sorted(stats.values(), key=lambda p: (order.get(p.phase, len(order)), p.phase))
-    phases = [p for p in phases if p.phase == "main" or p.pairs or p.only_in_a or p.only_in_b or p.not_applicable
-              or p.applicability_differs]
-    for tally in phases:
-        for ids in (tally.applicability_differs, tally.only_in_a, tally.only_in_b):
-            ids.sort(key=_natural_key)
+
+def _statistics(tally: PhaseComparison, items: list[list[int]]) -> None:
+    """The p-value and interval of a phase: by pair (one trial per item), or by item (trials)."""
+    tally.items = len(items)
+    if all(pairs == 1 for pairs, _ in items):
         tally.p_value = mcnemar_exact(tally.n10, tally.n01)
-        tally.ci = paired_diff_ci(tally.n11, tally.n10, tally.n01, tally.n00, level=LEVEL, resamples=RESAMPLES, seed=BOOTSTRAP_SEED)
-
-    def flip_key(flip: Flip) -> tuple[int, list[Any]]:
-        return order.get(flip.phase, len(order)), _natural_key(flip.name)
-
-    regressions.sort(key=flip_key)
-    improvements.sort(key=flip_key)
-    return Comparison(a=info_a, b=info_b, metric=metric, phases=phases, regressions=regressions, improvements=improvements,
-                      differences=refuse if force else [], notes=notes, forced=force,
-                      official=official_comparison(_summary(run_a), _summary(run_b)))
+        tally.ci = paired_diff_ci(tally.n11, tally.n10, tally.n01, tally.n00, level=LEVEL, resamples=RESAMPLES,
+                                  seed=BOOTSTRAP_SEED)
+        return
+    nets, weights = [net for _, net in items], [pairs for pairs, _ in items]
+    tally.test = SIGN_FLIP
+    tally.p_value = sign_flip_p(nets, alternative="two-sided", seed=BOOTSTRAP_SEED)
+    tally.ci = cluster_diff_ci(nets, weights, level=LEVEL, resamples=RESAMPLES, seed=BOOTSTRAP_SEED)
 
 
 # ------------------------------------------------------------------------------------ formatting
@@ -503,15 +538,24 @@ def verdict(c: Comparison) -> str:
         return "no item is scored by both runs: nothing to compare"
     if main.p_value < ALPHA:
         better = "B" if main.n01 > main.n10 else "A"
-        return f"{'B improves on A' if better == 'B' else 'B is worse than A'} (McNemar exact p = {_p(main.p_value)} < {ALPHA})"
-    return f"no significant difference at the {ALPHA:g} level (McNemar exact p = {_p(main.p_value)})"
+        return f"{'B improves on A' if better == 'B' else 'B is worse than A'} ({main.test} p = {_p(main.p_value)} < {ALPHA})"
+    return f"no significant difference at the {ALPHA:g} level ({main.test} p = {_p(main.p_value)})"
+
+
+def _p_header(c: Comparison) -> str:
+    """The p column's title: McNemar's test, or the sign-flip test by item when a phase has trials."""
+    return f"{SIGN_FLIP} p" if any(p.test == SIGN_FLIP for p in c.phases) else f"{MCNEMAR} p"
+
+
+def _over(p: PhaseComparison) -> str:
+    return f"{p.pairs} paired item(s)" if p.test == MCNEMAR else f"{p.pairs} paired trial(s) of {p.items} item(s)"
 
 
 def _headline(c: Comparison) -> str:
     main = c.headline
     return (f"{c.metric} (main): A {_pct(main.rate_a)} → B {_pct(main.rate_b)}, difference {_pp(main.diff)} pp, "
-            f"{round(100 * c.level)}% CI {_ci(main.ci)} pp, McNemar exact p = {_p(main.p_value)}; "
-            f"{main.n10} regression(s), {main.n01} improvement(s) over {main.pairs} paired item(s)")
+            f"{round(100 * c.level)}% CI {_ci(main.ci)} pp, {main.test} p = {_p(main.p_value)}; "
+            f"{main.n10} regression(s), {main.n01} improvement(s) over {_over(main)}")
 
 
 def _run_line(label: str, run: RunInfo) -> str:
@@ -544,7 +588,8 @@ def render_text(c: Comparison) -> str:
     out = [f"compare {c.metric}: A = {c.a.run_id} vs B = {c.b.run_id}"]
     out += [f"  {_run_line('A', c.a)}", f"  {_run_line('B', c.b)}"]
     out += [f"  warning: {w}" for w in _warning_lines(c)]
-    header = ["phase", "pairs", "A rate", "B rate", "B-A pp", f"{round(100 * c.level)}% CI pp", "McNemar p", "regressed", "improved"]
+    header = ["phase", "pairs", "A rate", "B rate", "B-A pp", f"{round(100 * c.level)}% CI pp", _p_header(c).replace(" exact", ""),
+              "regressed", "improved"]
     rows = [[p.phase, str(p.pairs), _pct(p.rate_a), _pct(p.rate_b), _pp(p.diff), _ci(p.ci), _p(p.p_value), str(p.n10), str(p.n01)]
             for p in c.phases]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -591,7 +636,7 @@ def render_markdown(c: Comparison) -> str:
     out += ["| run | id | agent | seed | conversations | outcomes |", "|---|---|---|---|---:|---|"]
     for label, run in (("A", c.a), ("B", c.b)):
         out.append(f"| {label} | {_md(run.run_id)} | {_md(run.agent)} | {_md(run.seed)} | {run.records} | {_md(_outcomes(run))} |")
-    out += ["", f"| phase | pairs | A rate | B rate | B − A (pp) | {level}% CI (pp) | McNemar exact p | regressions | improvements |",
+    out += ["", f"| phase | pairs | A rate | B rate | B − A (pp) | {level}% CI (pp) | {_p_header(c)} | regressions | improvements |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in c.phases:
         out.append(f"| {p.phase} | {p.pairs} | {_pct(p.rate_a)} | {_pct(p.rate_b)} | {_pp(p.diff)} | {_ci(p.ci)} | {_p(p.p_value)} "
@@ -667,7 +712,7 @@ def render_html(c: Comparison, out_dir: Path | None = None) -> str:
     parts.append("</table>")
     parts.append(f"<h2>{_e(c.metric)}, paired by item and phase</h2>")
     parts.append("<table><tr><th>phase</th><th>pairs</th><th>A rate</th><th>B rate</th><th>B − A (pp)</th>"
-                 f"<th>{level}% CI (pp)</th><th>McNemar exact p</th><th>both pass</th><th>regressions</th>"
+                 f"<th>{level}% CI (pp)</th><th>{_e(_p_header(c))}</th><th>both pass</th><th>regressions</th>"
                  "<th>improvements</th><th>both fail</th></tr>")
     for p in c.phases:
         cells = [str(p.pairs), _pct(p.rate_a), _pct(p.rate_b), _pp(p.diff), _ci(p.ci), _p(p.p_value), str(p.n11), str(p.n10),

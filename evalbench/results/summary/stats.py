@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["EXACT_LIMIT", "mcnemar_exact", "paired_diff_ci", "rate_ci"]
+__all__ = ["EXACT_LIMIT", "mcnemar_exact", "paired_diff_ci", "rate_ci", "sign_test_lower"]
 
 EXACT_LIMIT = 20_000  # discordant pairs up to which McNemar's p-value is summed in integers
 
@@ -83,6 +83,16 @@ def _lower_tail_log(k: int, n: int) -> float:
 
     top = log_term(k)  # terms grow up to i = k (k < n / 2), so the last one is the largest
     return math.exp(top) * math.fsum(math.exp(log_term(i) - top) for i in range(k + 1))
+
+
+def sign_test_lower(k: int, n: int) -> float:
+    """``P(X <= k)`` for ``X ~ Binomial(n, 1/2)``: the one-sided exact sign test (McNemar's
+    one-sided form) of ``k`` successes out of ``n``; exact in integers up to ``EXACT_LIMIT``."""
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if 2 * k >= n:  # by symmetry P(X <= k) = 1 - P(X <= n - k - 1), whose terms grow to the end
+        return 1.0 if k == n else 1.0 - sign_test_lower(n - k - 1, n)
+    return _lower_tail_exact(k, n) if n <= EXACT_LIMIT else _lower_tail_log(k, n)
 
 
 def mcnemar_exact(b: int, c: int) -> float:
