@@ -20,6 +20,7 @@ from typing import Any
 
 from evalbench.conversation import Outcome
 from evalbench.results.journal.lines import phase_passed
+from evalbench.results.summary.cost import CostTally
 from evalbench.results.summary.stats import rate_ci
 from evalbench.results.summary.taxonomy import diagnose
 from evalbench.results.summary.trials import TrialTally
@@ -105,6 +106,7 @@ class SummaryBuilder:
         self.reward = 0.0
         self.leaking_replies = 0
         self.vuser_replies = 0
+        self.cost = CostTally()  # every conversation's model calls, invalid items' included
 
     @classmethod
     def from_records(cls, records: Iterable[dict[str, Any]], metric_scorers: set[str] | None = None,
@@ -117,6 +119,7 @@ class SummaryBuilder:
     def add(self, record: dict[str, Any]) -> None:
         self.total += 1
         self.outcomes[record["outcome"]] += 1
+        self.cost.add(record)
         if self.trials is not None:
             self.trials.add(record)
         if record["outcome"] == INVALID:
@@ -250,6 +253,7 @@ class SummaryBuilder:
                 **({"tools": self._tools(judged)} if self.tools else {}),
             },
             **({"trials": self.trials.result()} if self.trials is not None else {}),
+            "cost": self.cost.result(),
             **extra,
         }
 

@@ -30,7 +30,9 @@ from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.record import SCHEMA_VERSION
 from evalbench.results.journal.shapes import read_manifest, read_summary
+from evalbench.results.render.compare_cost import cost_html, cost_markdown, cost_text
 from evalbench.results.render.links import conversation_anchor, report_href
+from evalbench.results.summary.cost import CostComparison, CostTally, compare_costs
 from evalbench.results.summary.stats import mcnemar_exact, paired_diff_ci
 
 __all__ = [
@@ -198,6 +200,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)  # differences that do not prevent a comparison
     forced: bool = False
     level: float = LEVEL
+    cost: CostComparison | None = None  # what each run's model calls cost (evalbench/results/summary/cost.py)
 
     @property
     def headline(self) -> PhaseComparison:
@@ -405,14 +408,15 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
         _check_pass_fail(run_dir, metric)
 
     info_a, info_b = _run_info(run_a, manifest_a), _run_info(run_b, manifest_b)
+    cost_a, cost_b = CostTally(per_item=True), CostTally(per_item=True)
     a_sides: dict[tuple[str, int, str], Side | None] = {}
-    for item_id, trial, phase, side in _sides(_records(run_a), metric, info_a, notes, "A"):
+    for item_id, trial, phase, side in _sides(cost_a.tap(_records(run_a)), metric, info_a, notes, "A"):
         a_sides[(item_id, trial, phase)] = side
 
     # B is collected like A (one compact verdict per (item, phase)) so that the last record of an
     # item journaled twice wins on both sides; full records are never held.
     b_sides: dict[tuple[str, int, str], Side | None] = {}
-    for item_id, trial, phase, side in _sides(_records(run_b), metric, info_b, notes, "B"):
+    for item_id, trial, phase, side in _sides(cost_b.tap(_records(run_b)), metric, info_b, notes, "B"):
         b_sides[(item_id, trial, phase)] = side
 
     stats = {name: PhaseComparison(name) for name in PHASES}
@@ -463,7 +467,7 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
     regressions.sort(key=flip_key)
     improvements.sort(key=flip_key)
     return Comparison(a=info_a, b=info_b, metric=metric, phases=phases, regressions=regressions, improvements=improvements,
-                      differences=refuse if force else [], notes=notes, forced=force)
+                      differences=refuse if force else [], notes=notes, forced=force, cost=compare_costs(cost_a, cost_b))
 
 
 # ------------------------------------------------------------------------------------ formatting
@@ -560,6 +564,7 @@ def render_text(c: Comparison) -> str:
         if len(flips) > TEXT_FLIPS:
             out.append(f"    ... and {len(flips) - TEXT_FLIPS} more")
     out += [f"  {line}" for line in _unpaired_lines(c)]
+    out += [f"  {line}" for line in cost_text(c.cost)]
     return "\n".join(out) + "\n"
 
 
@@ -601,6 +606,7 @@ def render_markdown(c: Comparison) -> str:
     unpaired = _unpaired_lines(c)
     if unpaired:
         out += ["", "### Not paired", ""] + [f"- {_md(line, 5000)}" for line in unpaired]
+    out += cost_markdown(c.cost, _md)
     return "\n".join(out) + "\n"
 
 
@@ -679,6 +685,7 @@ def render_html(c: Comparison, out_dir: Path | None = None) -> str:
     unpaired = _unpaired_lines(c)
     if unpaired:
         parts.append("<h2>Not paired</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in unpaired) + "</ul>")
+    parts.append(cost_html(c.cost))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
