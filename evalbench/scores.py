@@ -21,7 +21,8 @@ class Score:
     applicable: bool = True
     detail: str = ""
     flags: tuple[str, ...] = field(default_factory=tuple)  # e.g. ("both_empty",)
-    usage: CallUsage | None = None  # a judge's model calls for this verdict (None: the scorer calls no model)
+    # a judge's model calls for this verdict (None: the scorer calls no model); bookkeeping, not part of the verdict
+    usage: CallUsage | None = field(default=None, compare=False)
 
     @classmethod
     def not_applicable(cls, reason: str) -> Score:
