@@ -27,7 +27,8 @@ from evalbench.config import load_run_config
 from evalbench.errors import ConfigError
 from evalbench.prices import DEFAULT_PRICES, PRICES_AS_OF, PriceTable
 from evalbench.results import read_journal
-from evalbench.results.summary.cost import CostTally, cost_lines
+from evalbench.results.render.explain import render_explanation
+from evalbench.results.summary.cost import CostTally, cost_lines, usd
 from evalbench.results.summary.rebuild import rebuild_summary
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
 
@@ -169,6 +170,9 @@ def test_journal_usage_per_role_is_what_the_provider_reported(priced_run: tuple[
         assert usage.get("judge:llmrater", {}).get("completion", 0) == judged["completion"]
         assert math.isclose(record["cost_usd"], sum(e["cost_usd"] for e in usage.values()), rel_tol=1e-9)
     assert "None" not in fake.per_item  # every judge call was attributed to an item
+    asked = next(r for r in records if "vuser" in r["usage"])
+    explained = render_explanation(asked)
+    assert f"vuser {VUSER_MODEL} {usd(asked['usage']['vuser']['cost_usd'])}" in explained.replace("\n", " ")
     for model in (VUSER_MODEL, JUDGE_MODEL):  # everything the provider reported, nothing more
         assert totals[model] == fake.reported[model] and fake.reported[model]["calls"] > 0
 
