@@ -325,3 +325,19 @@ def test_prices_do_not_change_the_config_fingerprint(tmp_path: Path) -> None:
     config.write_text(f"dataset_config: {DEMO / 'greenleaf_sqlite.jsonl'}\nmodel_config: simulated:oracle\n")
     priced = load_run_config(config, prices={"m": {"input": 1, "output": 2}})
     assert priced.fingerprint() == load_run_config(config).fingerprint()
+
+
+def test_each_agent_is_priced_by_the_model_it_names() -> None:
+    from evalbench.agents import build_agent
+    from evalbench.config_agents import AdkAgentConfig
+    from evalbench.prices import run_pricing
+
+    adk = build_agent(AdkAgentConfig(agent="adk", base_url="http://127.0.0.1:9", app_name="a", model="gemini-2.5-pro"))
+    pricing = run_pricing({}, adk.describe(), {"vuser": "rules"})
+    assert pricing.agent_model == "gemini-2.5-pro" and pricing.replayed == frozenset()
+    assert pricing.table.cost(pricing.agent_model, 1_000_000, 0) == DEFAULT_PRICES["gemini-2.5-pro"].input
+    unnamed = build_agent(AdkAgentConfig(agent="adk", base_url="http://127.0.0.1:9", app_name="a"))
+    assert run_pricing({}, unnamed.describe(), {}).agent_model is None  # the app chooses: its cost is unknown
+    replay = {"agent": "replay", "recorded": {"agent": "gemini", "model": "gemini-2.5-flash"}}
+    pricing = run_pricing({}, replay, {"vuser": "llm", "replayed_from": "source"})
+    assert pricing.agent_model == "gemini-2.5-flash" and pricing.replayed == {"agent", "vuser"}
