@@ -47,6 +47,7 @@ from evalbench.config_types import (
 from evalbench.dataset.formats import normalise_dialect
 from evalbench.errors import ConfigError
 from evalbench.plugin_config import PluginVUserConfig, discriminated
+from evalbench.prices import ModelPrice
 from evalbench.redaction import redact, redact_text, remember_secrets, secret_path
 from evalbench.yamlfile import YamlDocument, format_key_path, load_yaml
 
@@ -394,6 +395,9 @@ class RunConfig(StrictModel):
     )
     max_in_flight: int = Field(64, ge=1, description="conversations in flight at once (bounds memory)")
     conversation_timeout_s: float = Field(600.0, gt=0, description="wall-clock budget of one conversation, from its admission: every wait (agent HTTP, SQL, virtual user, scoring) ends by it")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="model -> {input: USD per 1M tokens, output: USD per 1M tokens}, over the "
+        "built-in prices (docs/configuration.md#prices); a model with no price has its cost unknown, never 0")
     run_id: str | None = Field(None, description="name of the run directory (default: timestamp + config name)")
     source: Path | None = Field(None, exclude=True, description="the config file this was read from")
     resolved_paths: list[dict[str, str]] = Field(default_factory=list, exclude=True, description="how each relative path was resolved")
@@ -524,7 +528,8 @@ class RunConfig(StrictModel):
     def fingerprint(self) -> str:
         """Hash of the settings that make two runs comparable (used by resume and compare)."""
         data = self.snapshot()
-        for volatile in ("run_id", "runners", "max_in_flight", "reporting", "subset", "evalbench_compat"):
+        # prices decide what a run cost, not its verdicts
+        for volatile in ("run_id", "runners", "max_in_flight", "reporting", "subset", "evalbench_compat", "prices"):
             data.pop(volatile, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 

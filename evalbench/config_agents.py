@@ -123,6 +123,8 @@ class AdkAgentConfig(StrictModel):
     reply: ReplyConvention = Field(ReplyConvention(), description="how replies are classified")
     session: SessionMode = Field("sticky", description=_SESSION_HELP)
     raw_events_max_chars: int = Field(20_000, ge=0, description="raw events kept per turn in the journal")
+    model: str | None = Field(None, description="the model the ADK app runs, as the price table names it: recorded, and used "
+                              "only to price the tokens the app reports (the app chooses its model; none: cost unknown)")
     session_state: dict[str, Any] = Field(
         default_factory=lambda: dict(DEFAULT_STATE),
         description="the state each ADK session is created with: string values are templates over the item "

@@ -92,8 +92,21 @@ def render() -> str:
             type_name = _type_name(field.annotation).replace("|", "\\|")
             out.append(f"| `{key}` | {type_name} | {_default(field)} | {meaning} |")
         out.append("")
+    out += _prices()
     out.append(END)
     return "\n".join(out)
+
+
+def _prices() -> list[str]:
+    """The entry of ``prices:`` and the built-in prices (evalbench/prices.py)."""
+    from evalbench.prices import DEFAULT_PRICES, PRICES_AS_OF, ModelPrice
+
+    out = ["### Each entry of `prices` (model name -> price)", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+    out += [f"| `{name}` | number | **required** | {field.description} |" for name, field in ModelPrice.model_fields.items()]
+    out += ["", f"### Built-in prices (USD per 1M tokens, as of {PRICES_AS_OF}: defaults to check)", "",
+            "| model | input | output |", "|---|---:|---:|"]
+    out += [f"| `{model}` | {price.input:g} | {price.output:g} |" for model, price in DEFAULT_PRICES.items()]
+    return [*out, ""]
 
 
 def update(path: Path) -> bool:

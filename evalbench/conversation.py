@@ -22,6 +22,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalbench.dataset import Conditions, Item
+from evalbench.usage import CallUsage
 
 if TYPE_CHECKING:
     from evalbench.execution_result import ExecutionResult
@@ -152,6 +153,7 @@ class VUserReply:
     text: str
     error: str | None = None
     audit: dict[str, Any] = field(default_factory=dict)
+    usage: CallUsage | None = None  # the model calls made for this reply (None: a virtual user that calls no model)
 
 
 @dataclass
@@ -388,12 +390,20 @@ def after_execute(conv: Conversation) -> Stage:
     return _goto(conv, Stage.SCORE)
 
 
+def _judge_usage(phase: PhaseRecord) -> dict[str, Any]:
+    """The judges' usage of an answer about to be replaced by a debugging attempt (its calls were
+    made: the journal's ``usage`` counts them)."""
+    usage = {name: score.usage for name, score in phase.scores.items() if score.usage is not None}
+    return {"usage": usage} if usage else {}
+
+
 def after_score(conv: Conversation) -> Stage:
     phase = conv.phase
     if phase.outcome is None and phase.failed_answer and phase.debug_used < conv.debug_attempts:
         # BIRD-Interact's debugging: the user says the answer is wrong; one more try, same phase
         phase.attempts.append({"sql": phase.sql, "answer": phase.answer,
-                               "scores": {n: s.passed for n, s in phase.scores.items()}})
+                               "scores": {n: s.passed for n, s in phase.scores.items()}}
+                              | _judge_usage(phase))
         phase.debug_used += 1
         phase.sql, phase.answer, phase.generated, phase.scores, phase.primary = None, None, None, {}, None
         phase.compared, phase.compared_sql = None, None

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from google.genai import errors as genai_errors
 
     from evalbench.agents.chat import CallFailed
+    from evalbench.conversation import TokenUsage
+    from evalbench.usage import CallUsage
 
 # a RetryInfo delay, e.g. "12s" or "0.5s"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
@@ -113,6 +115,28 @@ def response_text(response: Any, *, empty: str = "empty completion") -> str:
         reason = f" (finish reason: {getattr(finish, 'value', finish)})" if finish is not None else ""
         raise CallFailed(f"{empty}{reason}", "empty")
     return text.strip()
+
+
+def usage_of(response: Any) -> TokenUsage | None:
+    """The token usage a google-genai response reported (``usage_metadata``), thinking tokens
+    counted as completion (they are billed as output); None when it reported none."""
+    from evalbench.conversation import TokenUsage, token_count
+
+    meta = getattr(response, "usage_metadata", None)
+    if meta is None:
+        return None
+    usage = TokenUsage.reported(meta.prompt_token_count, meta.candidates_token_count, meta.total_token_count)
+    usage.completion += token_count(meta.thoughts_token_count)
+    return usage
+
+
+def count_call(usage: CallUsage, response: Any) -> None:
+    """Count one response in ``usage`` (as :func:`usage_of` reads it)."""
+    reported = usage_of(response)
+    if reported is None:
+        usage.add_call(0, 0, 0, reported=False)
+    else:
+        usage.add_call(reported.prompt, reported.completion, reported.total)
 
 
 def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:

@@ -31,6 +31,7 @@ from evalbench.dataset.knowledge import load_knowledge
 from evalbench.dataset.loader import Group
 from evalbench.dataset.shard import parse_shard
 from evalbench.errors import ConfigError, DatasetError, EvalbenchError, SandboxError
+from evalbench.prices import PriceTable, run_pricing
 from evalbench.ratelimit import split_between
 from evalbench.results.journal.rundir import RunWriter
 from evalbench.results.journal.shapes import read_manifest
@@ -233,6 +234,7 @@ def start_manifest(config: RunConfig, items: Items, parts: RunParts, place: RunP
     manifest["scoring"] = parts.plan.describe()  # semantics and primary verdicts: compare refuses runs where they differ
     # what each scorer needs to be reproduced (e.g. the llmrater's model and prompt hash)
     manifest["scorer_details"] = {s.name: s.describe() for s in parts.scorers if hasattr(s, "describe")}
+    manifest["prices"] = PriceTable(config.prices).describe()  # what the journal's cost_usd were computed with
     session["command"] = manifest["command"]
     return with_session(manifest, place.previous, session, retry_errors)
 
@@ -245,9 +247,11 @@ def open_journal(config: RunConfig, place: RunPlace, manifest: dict[str, Any], p
     # of the run only assembles them.
     report_set = ReportSet(place.run_dir, manifest) if reports else None
     simulator = {k: v for k, v in parts.vuser.describe().items() if k in SIMULATOR_KEYS}
+    pricing = run_pricing(config.prices, parts.agent.describe(), parts.vuser.describe())
     try:
         writer = RunWriter(place.run_dir, place.run_id, preview_rows=config.execution.preview_rows,
                            metric_scorers={s.name for s in parts.scorers if s.is_metric}, simulator=simulator,
+                           pricing=pricing,
                            resume=place.previous is not None, on_record=report_set.add if report_set else None,
                            run_again=RETRY_ERRORS if retry_errors else RUN_AGAIN, trials=config.trials)
     except BaseException:

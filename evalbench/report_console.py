@@ -65,6 +65,10 @@ def print_summary(summary: dict[str, Any], run_dir: Path, out: TextIO) -> None:
         actions = ", ".join(f"{k} {v}" for k, v in sorted((conv.get("vuser_actions") or {}).items()))
         print(f"  virtual user: {conv.get('vuser_replies', 0)} replies ({actions or 'none'}), "
               f"leaks {conv.get('vuser_leaks', 0)}, errors {conv.get('vuser_errors', 0)}", file=out)
+    from evalbench.results.summary.cost import cost_lines
+
+    for line in cost_lines(summary.get("cost")):
+        print(f"  {line}", file=out)
     for key, info in (summary.get("databases") or {}).items():
         if info.get("error"):
             print(f"  database {key}: setup FAILED: {info['error']}", file=out)

@@ -83,7 +83,7 @@ class AdkAgent:
             "endpoint": c.endpoint, "session": c.session, "reply": c.reply.model_dump(),
             "header_names": sorted(c.headers), "read_timeout_s": c.read_timeout_s,
             "execs_per_minute": c.execs_per_minute, "max_concurrency": c.max_concurrency,
-            "session_state": c.session_state,
+            "session_state": c.session_state, **({"model": c.model} if c.model else {}),
         }
 
     def open_session(self, conversation: Conversation) -> AdkSession:

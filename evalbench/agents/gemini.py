@@ -29,8 +29,8 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
-from evalbench.conversation import TokenUsage, ToolCall, token_count
-from evalbench.genai_client import first_candidate, generate, make_genai_client, response_json
+from evalbench.conversation import TokenUsage, ToolCall
+from evalbench.genai_client import first_candidate, generate, make_genai_client, response_json, usage_of
 from evalbench.redaction import redact_url
 
 
@@ -106,11 +106,7 @@ _NOT_RAW = frozenset({"sdk_http_response", "automatic_function_calling_history"}
 
 
 def _read(response: types.GenerateContentResponse) -> ModelTurn:
-    usage = TokenUsage()
-    meta = response.usage_metadata
-    if meta is not None:
-        usage = TokenUsage.reported(meta.prompt_token_count, meta.candidates_token_count, meta.total_token_count)
-        usage.completion += token_count(meta.thoughts_token_count)
+    usage = usage_of(response) or TokenUsage()
     candidate = first_candidate(response, raw=truncate(response_json(response, _NOT_RAW), BODY_KEPT) or "")
     content = candidate.content
     texts: list[str] = []

@@ -206,9 +206,10 @@ class AnswerMatch:
         assert self.judge is not None
         judged = self.judge.score(conversation, phase)
         if judged.passed:
-            return Score(1.0, True, detail=f"{verdict.detail}; the judge agrees ({judged.detail})", flags=judged.flags)
+            return Score(1.0, True, detail=f"{verdict.detail}; the judge agrees ({judged.detail})", flags=judged.flags,
+                         usage=judged.usage)
         return Score(0.0, False, detail=f"{verdict.detail}, but the judge disagrees: {judged.detail}",
-                     flags=("judge_disagrees", *judged.flags))
+                     flags=("judge_disagrees", *judged.flags), usage=judged.usage)
 
 
 def _missing(text: str, golden: Golden, mentions: list[Mention]) -> tuple[list[Any], list[Any]]:

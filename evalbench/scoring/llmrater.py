@@ -38,6 +38,8 @@ run starts. A call that fails with 429, any 5xx, a connection error or a timeout
 :func:`~evalbench.agents.limits.backoff_delay` (``Retry-After`` honoured), up to ``max_retries``
 times; the judge has no side effects. Malformed replies are not retried (at temperature 0 with the
 same seed they would likely repeat). :meth:`LlmRater.describe` is what the run manifest records.
+The score carries the token usage of every response the votes received (``Score.usage``),
+which the journal reports as the role ``judge:<scorer name>``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import logging
 import random
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,7 @@ from evalbench.config_types import GenaiClientOptions, ResolvedPath
 from evalbench.conversation import Conversation, Phase, PhaseRecord
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.more import _comparable, _config_error, compared_result
+from evalbench.usage import CallUsage
 
 log = logging.getLogger(__name__)
 
@@ -351,22 +354,25 @@ class LlmRater:
         return self.judge(conversation, prompt_values(conversation, phase))
 
     def judge(self, conversation: Conversation, values: dict[str, str]) -> Score:
-        """The votes on the prompt rendered with ``values``, as a score; never raises."""
+        """The votes on the prompt rendered with ``values``, as a score carrying the token usage
+        of every response (retries and malformed replies included); never raises."""
+        usage = CallUsage(model=self.options.model)
         try:
             prompt = render(self.template, values)
-            return tally([self._vote(prompt, i) for i in range(self.options.votes)])
+            return replace(tally([self._vote(prompt, i, usage) for i in range(self.options.votes)]), usage=usage)
         except Exception as exc:  # a bug: still a score, never raised into the pipeline
             log.warning("%s: item %s: judging failed", self.config_key, conversation.item.id, exc_info=True)
-            return Score(0.0, False, detail=f"llmrater: {type(exc).__name__}: {exc}", flags=("judge_error",))
+            return Score(0.0, False, detail=f"llmrater: {type(exc).__name__}: {exc}", flags=("judge_error",), usage=usage)
 
-    def _vote(self, prompt: str, index: int) -> Vote:
-        """One judge call (with retries) as a vote; never raises :class:`CallFailed`."""
+    def _vote(self, prompt: str, index: int, usage: CallUsage) -> Vote:
+        """One judge call (with retries) as a vote, each response counted in ``usage``; never
+        raises :class:`CallFailed`."""
         o = self.options
         for attempt in range(o.max_retries + 1):
             try:
                 with self.limiter.slot():
                     try:
-                        text = self._call(prompt, index)
+                        text = self._call(prompt, index, usage)
                     except CallFailed as exc:
                         failure = exc
                     else:
@@ -386,13 +392,15 @@ class LlmRater:
             time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _call(self, prompt: str, index: int) -> str:
-        """One generate_content call: the reply's text. Raises :class:`CallFailed`."""
+    def _call(self, prompt: str, index: int, usage: CallUsage) -> str:
+        """One generate_content call, its response counted in ``usage``: the reply's text.
+        Raises :class:`CallFailed`."""
         from google.genai import types
 
-        from evalbench.genai_client import generate, response_text
+        from evalbench.genai_client import count_call, generate, response_text
 
         contents = [types.Content(role="user", parts=[types.Part(text=prompt)])]
         response = generate(self.client, self.options.model, contents, self.generation[index],
                             endpoint=self.endpoint, timeout_s=self.options.timeout_s)
+        count_call(usage, response)
         return response_text(response, empty="empty reply")

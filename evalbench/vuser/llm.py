@@ -67,7 +67,8 @@ empty completion, a malformed response — is retried with
 ``retry.max_retries`` times; other failures (another HTTP status, a blocked prompt) are not.
 When a step cannot complete, :meth:`LlmVirtualUser.answer` returns an error reply; it never
 raises. Every reply's audit lists the model calls made (``calls``) and the raw encode output
-(``encode_raw``).
+(``encode_raw``); its ``usage`` sums the token usage every response reported (an error reply's
+too: those calls were made), which the journal reports as the role ``vuser``.
 """
 
 from __future__ import annotations
@@ -91,10 +92,11 @@ from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.errors import ConfigError
-from evalbench.genai_client import generate, make_genai_client, response_text
+from evalbench.genai_client import count_call, generate, make_genai_client, response_text
 from evalbench.redaction import redact_url
 from evalbench.sqlclauses import golden_clauses
 from evalbench.statements import sqlglot_dialect
+from evalbench.usage import CallUsage
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
 from evalbench.vuser.rules import REFUSAL
@@ -394,41 +396,44 @@ class LlmVirtualUser:
     def answer(self, conversation: Conversation, question: str) -> VUserReply:
         """Encode, validate, decode, audit. Never raises: a failure is an error reply."""
         audit: dict[str, Any] = {"calls": [], "encode_raw": None}
+        usage = CallUsage(model=self.config.model)  # every response counts, failed answers' too
         try:
-            return self._answer(conversation, question, audit)
+            return self._answer(conversation, question, audit, usage)
         except _StepFailed as failure:
-            return VUserReply(action=None, text="", error=str(failure), audit={"leaks": []} | audit)
+            return VUserReply(action=None, text="", error=str(failure), audit={"leaks": []} | audit, usage=usage)
         except Exception as exc:  # a bug: still an error reply, never raised into the pipeline
             log.warning("llm virtual user: answering failed", exc_info=True)
-            return VUserReply(action=None, text="", error=f"{type(exc).__name__}: {exc}", audit={"leaks": []} | audit)
+            return VUserReply(action=None, text="", error=f"{type(exc).__name__}: {exc}", audit={"leaks": []} | audit,
+                              usage=usage)
 
-    def _answer(self, conversation: Conversation, question: str, audit: dict[str, Any]) -> VUserReply:
+    def _answer(self, conversation: Conversation, question: str, audit: dict[str, Any], usage: CallUsage) -> VUserReply:
         calls: list[dict[str, Any]] = audit["calls"]
-        action = self._encode(conversation, question, audit)
+        action = self._encode(conversation, question, audit, usage)
         if action.kind == "unanswerable":
             text = REFUSAL
-            return VUserReply(action=action, text=text, audit=audit_reply(text, conversation, action) | audit)
+            return VUserReply(action=action, text=text, audit=audit_reply(text, conversation, action) | audit, usage=usage)
         prompt = render(self.decode_template, decode_values(conversation, question, action, self.knowledge))
         contents = [_user(self.config.base_prompt + prompt)]
-        text = evalbench_unwrap(self._step("decode", contents, calls)) or REFUSAL
+        text = evalbench_unwrap(self._step("decode", contents, calls, usage)) or REFUSAL
         found = audit_reply(text, conversation, action)
         if found["leaks"] and self.config.block_leaks:
             first = found["leaks"]
             contents += [_model(text), _user(_leak_feedback(first))]
             try:
-                text = evalbench_unwrap(self._step("decode", contents, calls)) or text
+                text = evalbench_unwrap(self._step("decode", contents, calls, usage)) or text
             except _StepFailed as failure:  # keep the first reply, its leaks recorded
-                return VUserReply(action=action, text=text, audit=found | {"regeneration_error": str(failure)} | audit)
+                return VUserReply(action=action, text=text, audit=found | {"regeneration_error": str(failure)} | audit,
+                                  usage=usage)
             found = audit_reply(text, conversation, action) | {"regenerated": True, "first_leaks": first}
-        return VUserReply(action=action, text=text, audit=found | audit)
+        return VUserReply(action=action, text=text, audit=found | audit, usage=usage)
 
-    def _encode(self, conversation: Conversation, question: str, audit: dict[str, Any]) -> VUserAction:
+    def _encode(self, conversation: Conversation, question: str, audit: dict[str, Any], usage: CallUsage) -> VUserAction:
         calls: list[dict[str, Any]] = audit["calls"]
         # base_prompt: EvalBench's Gemini generator puts it before every prompt (generators/models/gemini.py)
         contents = [_user(self.config.base_prompt + render(self.encode_template, encode_values(conversation, question)))]
         attempts = self.config.invalid_action_retries + 1
         for attempt in range(attempts):
-            raw = self._step("encode", contents, calls)
+            raw = self._step("encode", contents, calls, usage)
             audit["encode_raw"] = truncate(raw, OUTPUT_KEPT)
             try:
                 return validate_action(parse_action(raw), conversation)
@@ -439,8 +444,9 @@ class LlmVirtualUser:
                 contents += [_model(raw), _user(_action_feedback(reason))]
         raise _StepFailed(f"invalid action: {reason} (after {attempts} encode attempts)")
 
-    def _step(self, step: str, contents: list[types.Content], calls: list[dict[str, Any]]) -> str:
-        """One model call with retries; the completion's text. Raises :class:`_StepFailed`."""
+    def _step(self, step: str, contents: list[types.Content], calls: list[dict[str, Any]], usage: CallUsage) -> str:
+        """One model call with retries, each response counted in ``usage``; the completion's
+        text. Raises :class:`_StepFailed`."""
         retry = self.config.retry
         for attempt in range(retry.max_retries + 1):
             started = time.perf_counter()
@@ -448,7 +454,7 @@ class LlmVirtualUser:
             try:
                 with self.limiter.slot() as waited:
                     try:
-                        text = self._call(contents)
+                        text = self._call(contents, usage)
                         failure = None
                     except CallFailed as exc:
                         failure = exc
@@ -473,10 +479,12 @@ class LlmVirtualUser:
             time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _call(self, contents: list[types.Content]) -> str:
-        """One generate_content call: the completion's text. Raises :class:`CallFailed`."""
+    def _call(self, contents: list[types.Content], usage: CallUsage) -> str:
+        """One generate_content call, its response counted in ``usage`` (an empty completion
+        was billed too): the completion's text. Raises :class:`CallFailed`."""
         response = generate(self.client, self.config.model, contents, self.generation,
                             endpoint=self.endpoint, timeout_s=self.config.timeout_s)
+        count_call(usage, response)
         return response_text(response)
 
     def probe(self, timeout_s: float) -> str:

@@ -1,6 +1,7 @@
 """The replay virtual user: gives back the answer the source run's virtual user recorded for the
 question the replay agent just replayed (``evalbench rescore``). It calls no model, and it needs
-the replay agent (``agent: replay``), whose session knows which recorded turn it served."""
+the replay agent (``agent: replay``), whose session knows which recorded turn it served. Each
+answer carries the usage the source recorded for it, which the rescored journal marks replayed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from evalbench.agents.replay import ReplaySession, recorded_part
 from evalbench.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.results.journal.shapes import read_manifest
+from evalbench.usage import CallUsage
 from evalbench.vuser import VUSERS
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -55,8 +57,9 @@ class ReplayVirtualUser:
             return VUserReply(None, "", error="replay: the source run has no answer to this question "
                                               "(its conversation ended there)")
         audit = recorded.get("audit")
+        # the recorded model calls' usage, replayed (the journal marks the role replayed: no call is made)
         return VUserReply(action_of(recorded), recorded.get("text") or "", error=recorded.get("error"),
-                          audit=audit if isinstance(audit, dict) else {})
+                          audit=audit if isinstance(audit, dict) else {}, usage=CallUsage.from_record(recorded.get("usage")))
 
 
 VUSERS.register("replay")(ReplayVirtualUser)

@@ -23,6 +23,7 @@ from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.shapes import read_manifest, read_summary
+from evalbench.results.summary.cost import record_cost
 from evalbench.results.summary.taxonomy import passed, record_diagnosis
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 CONVERSATION_COLUMNS = [
     "run_id", "item_id", "dialect", "database", "trial", "category", "query_type", "difficulty", "ambiguous",
     "has_follow_up", "source", "seed", "outcome", "passed", "reward", "turns", "clarifications", "elapsed_s",
-    "tokens_total", "leaks", "diagnosis", "diagnosis_phase", "diagnosis_message",
+    "tokens_total", "cost_usd", "leaks", "diagnosis", "diagnosis_phase", "diagnosis_message",
 ]
 PHASE_COLUMNS = [
     "run_id", "item_id", "dialect", "trial", "phase", "outcome", "primary", "passed", "clarifications", "debug_used",
@@ -135,6 +136,7 @@ def conversation_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:
         "passed": passed(record), "reward": record.get("reward"), "turns": len(record.get("turns") or []),
         "clarifications": sum(int(p.get("clarifications") or 0) for p in record.get("phases") or []),
         "elapsed_s": record.get("elapsed_s"), "tokens_total": (record.get("tokens") or {}).get("total"),
+        "cost_usd": record_cost(record),  # every role's model calls (None: a model without a price)
         "leaks": record.get("leaks"), "diagnosis": diagnosis.get("kind"), "diagnosis_phase": diagnosis.get("phase"),
         "diagnosis_message": diagnosis.get("message"),
     }

@@ -407,6 +407,7 @@ def turn_record(turn: Turn, caps: Caps = CAPS) -> dict[str, Any]:
             "text": _clip(vuser.text, caps.text),
             "error": _clip(vuser.error, caps.text),
             "audit": plain(vuser.audit, caps.text),
+            "usage": plain(vuser.usage, 1024),  # the model calls of this reply (null: no model called)
         },
     }
 
@@ -452,6 +453,8 @@ def _score(score: Any, limit: int) -> dict[str, Any]:
         fields = dataclasses.asdict(score)
     else:  # the fields by name (dataclasses.asdict deep-copies every value first: a sixth of a record's cost)
         fields = {"value": score.value, "passed": score.passed, "applicable": score.applicable, "detail": score.detail}
+        if score.usage is not None:  # a judge's model calls
+            fields["usage"] = score.usage
     kept: dict[str, Any] = plain(fields | {"flags": list(score.flags)}, limit)
     return kept
 

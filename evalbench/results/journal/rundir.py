@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.conversation import Conversation
+from evalbench.prices import PriceTable, RunPricing
 from evalbench.results.journal.csvsafe import safe_row
 from evalbench.results.journal.files import JOURNAL, OutputError, create_new, open_append, write_atomic
 from evalbench.results.journal.record import CAPS, Caps, bounded_record, clean_text, clean_value
+from evalbench.results.journal.usage import usage_fields
 from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.results.summary.taxonomy import record_diagnosis
 
@@ -56,7 +58,7 @@ def _json_default(value: Any) -> Any:
 class RunWriter:
     def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str],
                  simulator: dict[str, Any] | None = None, resume: bool = False, run_again: frozenset[str] | None = None,
-                 trials: int = 1,
+                 trials: int = 1, pricing: RunPricing | None = None,
                  on_record: Callable[[dict[str, Any]], None] | None = None, caps: Caps = CAPS) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
@@ -65,6 +67,7 @@ class RunWriter:
         # Who played the user (kind, model, prompt hashes): on every record, so conversations
         # from different simulators are never compared unknowingly.
         self.simulator = simulator or {}
+        self.pricing = pricing or RunPricing(PriceTable())  # each record's usage per role, priced
         self._lock = threading.Lock()
         self.summary = SummaryBuilder(metric_scorers, trials)
         self.on_record = on_record  # the reports built as records arrive (called under the lock)
@@ -119,8 +122,8 @@ class RunWriter:
     def record(self, conv: Conversation) -> dict[str, Any]:
         """Journal one completed conversation (thread-safe). Raises :class:`OutputError` when the
         journal or a report cannot be written; after that, nothing more is written."""
-        record, line = bounded_record(conv, self.run_id, self.preview_rows, extra={"simulator": self.simulator},
-                                      caps=self.caps)
+        extra = {"simulator": self.simulator} | usage_fields(conv, self.pricing)
+        record, line = bounded_record(conv, self.run_id, self.preview_rows, extra=extra, caps=self.caps)
         data = (line + "\n").encode("utf-8")
         with self._lock:
             if self.failure is not None:

@@ -53,12 +53,30 @@ def _shard(text: str) -> str:
 # ------------------------------------------------------------------------------ journal records
 
 
+Tokens = Annotated[int, Field(ge=0, le=10**15)]  # a conversation's tokens of one role (10**15: no real run comes near)
+
+
+class UsageShape(_Shape):
+    """The usage of one role's model calls: a record's ``usage.<role>``, or a judge's / virtual user's own."""
+
+    model: Text = None
+    calls: Count = 0
+    prompt: Tokens = 0
+    completion: Tokens = 0
+    total: Tokens = 0
+    unreported: Count = 0
+    price: dict[str, Number] | None = None
+    cost_usd: Number | None = None
+    replayed: bool | None = None
+
+
 class ScoreShape(_Shape):
     value: Number | None
     passed: bool | None
     applicable: bool
     detail: Text
     flags: list[str]
+    usage: UsageShape | None = None
 
 
 class ExecutionShape(_Shape):
@@ -120,6 +138,7 @@ class VUserShape(_Shape):
     text: Text = None
     error: Text = None
     audit: dict[str, Any] | None = None
+    usage: UsageShape | None = None
 
 
 class TurnShape(_Shape):
@@ -166,6 +185,8 @@ class RecordShape(_Shape):
     sessions_opened: Count = 1
     stage_seconds: dict[str, Number] | None = None
     tokens: dict[str, Count] | None = None
+    usage: dict[str, UsageShape] | None = None  # per role; absent in journals written before it
+    cost_usd: Number | None = None
     tools: dict[str, Count] | None = None
     invalid_phases: list[dict[str, str]] | None = None
     simulator: dict[str, Any] | None = None
@@ -273,6 +294,7 @@ class ManifestShape(_Shape):
     command: list[str] | None = None
     scorer_details: dict[str, Any] | None = None
     rescored_from: dict[str, Any] | None = None
+    prices: dict[str, Any] | None = None
 
 
 class RateShape(_Shape):
@@ -310,6 +332,7 @@ class SummaryShape(_Shape):
     infra_errors: Count | None = None
     invalid_items: dict[str, Any] | None = None
     official: dict[str, Number | None] | None = None
+    cost: dict[str, Any] | None = None
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:

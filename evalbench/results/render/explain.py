@@ -22,6 +22,7 @@ from evalbench.errors import EvalbenchError
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.render.sqldiff import sql_diff
+from evalbench.results.summary.cost import usd
 from evalbench.results.summary.taxonomy import diagnose
 from evalbench.terminal import escape
 
@@ -87,6 +88,8 @@ def render_explanation(record: dict[str, Any], *, width: int = 100, primary: str
         out.extend(_diff_lines(phase, width))
     out.append("")
     out.extend(_wrap(_timings(record), width, ""))
+    if isinstance(record.get("usage"), dict):  # journals before it: the tokens above are all there is
+        out.extend(_wrap(_cost(record), width, ""))
     out.append("")
     diagnosis = diagnose(record, primary)
     if diagnosis is None:
@@ -269,6 +272,17 @@ def _timings(record: dict[str, Any]) -> str:
     tokens = record.get("tokens") or {}
     if tokens.get("total") or tokens.get("prompt") or tokens.get("completion"):
         parts.append(f"tokens {tokens.get('prompt', 0)} prompt + {tokens.get('completion', 0)} completion = {tokens.get('total', 0)}")
+    return " · ".join(parts)
+
+
+def _cost(record: dict[str, Any]) -> str:
+    """The conversation's model calls per role and what they cost (the journal's ``usage``)."""
+    parts = [f"Cost: {usd(record.get('cost_usd'))}"]
+    for role, entry in record["usage"].items():
+        if isinstance(entry, dict) and (entry.get("calls") or entry.get("total")):
+            model = f" {entry['model']}" if entry.get("model") else ""
+            parts.append(f"{role}{model} {usd(entry.get('cost_usd'))} ({entry.get('total', 0)} tokens, {entry.get('calls', 0)} "
+                         f"call(s){', replayed' if entry.get('replayed') else ''})")
     return " · ".join(parts)
 
 

@@ -539,7 +539,27 @@ JS = r"""
     panel.appendChild(kv([["tokens", (tok.total || 0) + " (prompt " + (tok.prompt || 0) + ", completion " + (tok.completion || 0) + ")"],
       ["sessions opened", d.sessions_opened], ["seed", d.seed], ["source", d.source], ["journal line", r.line],
       ["virtual user", d.simulator ? [d.simulator.vuser, d.simulator.model].filter(Boolean).join(" ") : null]]));
+    if (d.usage) panel.appendChild(usageTable(d.usage, d.cost_usd));
     return panel;
+  }
+  function usd(v) {
+    if (v === null || v === undefined) return "unknown";
+    return "$" + (v === 0 || Math.abs(v) >= 0.01 ? v.toFixed(4) : v.toFixed(6));
+  }
+  // the conversation's model calls per role (agent, vuser, judge:<scorer>): the journal's usage field
+  function usageTable(usage, total) {
+    var head = el("tr", {}, ["role", "model", "calls", "tokens in", "tokens out", "USD"].map(function (h, k) {
+      return el("th", { scope: "col", class: k > 1 ? "num" : null, text: h });
+    }));
+    var rows = Object.keys(usage).map(function (role) {
+      var u = usage[role] || {};
+      return el("tr", {}, el("td", { text: role + (u.replayed ? " (replayed)" : "") }), el("td", { text: dash(u.model) }),
+        [u.calls, u.prompt, u.completion].map(function (n) { return el("td", { class: "num", text: String(n || 0) }); }),
+        el("td", { class: "num", text: usd(u.cost_usd) }));
+    });
+    rows.push(el("tr", {}, el("td", {}, el("b", { text: "total" })), el("td"), el("td"), el("td"), el("td"),
+      el("td", { class: "num", text: usd(total) })));
+    return el("table", { class: "plain usage" }, el("thead", {}, head), el("tbody", {}, rows));
   }
   function open(i) {
     current = i;

@@ -38,6 +38,7 @@ from evalbench.results.render.html_page import format_stamp, page_shell
 from evalbench.results.render.sqldiff import sql_diff
 from evalbench.results.render.summary_md import incomplete_note
 from evalbench.results.summary.aggregate import tools_text, verdict_notes
+from evalbench.results.summary.cost import COST_HEADER, cost_lines, cost_rows
 from evalbench.results.summary.rebuild import rebuild_summary
 
 REPORT = "report.html"
@@ -431,6 +432,7 @@ def _summary_section(summary: dict[str, Any], primary: str | None, taxonomy: dic
         f'<div class="panel wide"><h3>Scorers</h3>{_scorer_table(summary)}</div>'
         f'<div class="panel"><h3>Outcomes</h3>{_outcome_chart(outcomes, total)}</div>'
         f'<div class="panel"><h3>Conversation statistics</h3>{_conversation_stats(conv, summary.get("infra_errors"))}</div>'
+        + _cost_panel(summary.get("cost"))
         + (f'<div class="panel"><h3>Failure taxonomy</h3>{_taxonomy_chart(taxonomy, from_summary)}</div>' if taxonomy else "")
         + "</div></section>"
     )
@@ -463,6 +465,25 @@ def _scorer_table(summary: dict[str, Any]) -> str:
             '<th scope="col" class="num">Score</th><th scope="col" class="num">Passed / applicable</th>'
             '<th scope="col" class="num">N/A</th><th scope="col">Flags</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def _cost_panel(cost: dict[str, Any] | None) -> str:
+    """Tokens and USD per role (the agent, the virtual user, each judge), with the caveats
+    (unknown prices, unreported usage, replayed roles); nothing for a summary without a cost."""
+    rows = cost_rows(cost)
+    if not rows:
+        return ""
+
+    def cell(tag: str, index: int, text: str) -> str:
+        num = ' class="num"' if index > 1 else ""  # the counts and the cost
+        scope = ' scope="col"' if tag == "th" else ""
+        return f"<{tag}{scope}{num}>{_e(text)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(COST_HEADER))
+    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    notes = "".join(f'<p class="hint">{_e(line)}</p>' for line in cost_lines(cost)[1:])
+    return (f'<div class="panel wide"><h3>Cost of model calls</h3><table class="plain"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>{notes}</div>")
 
 
 def _conversation_stats(conv: dict[str, Any], infra: int | None) -> str:

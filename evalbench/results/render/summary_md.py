@@ -8,6 +8,7 @@ from typing import Any
 
 from evalbench.gates import GateResult
 from evalbench.results.summary.aggregate import tools_text, verdict_notes
+from evalbench.results.summary.cost import COST_HEADER, cost_lines, cost_rows
 
 
 def _pct(rate: float | None) -> str:
@@ -76,7 +77,19 @@ def render_summary_markdown(summary: dict[str, Any], gates: Sequence[GateResult]
                       f"mean reward {conv.get('mean_reward')}, virtual-user leaks {conv.get('vuser_leaks', 0)}"]
         if conv.get("tools"):
             lines += ["", f"**Discovery tools:** {tools_text(conv['tools'])}"]
+    lines += _cost_markdown(summary.get("cost"))
     infra = summary.get("infra_errors", 0)
     if infra:
         lines += ["", f"**Infrastructure errors:** {infra} conversation(s) (db_error, vuser_error)"]
     return "\n".join(lines) + "\n"
+
+
+def _cost_markdown(cost: dict[str, Any] | None) -> list[str]:
+    """The cost of the run's model calls: one line, a table per role, and its caveats."""
+    lines = cost_lines(cost)
+    if not lines:
+        return []
+    out = ["", f"**Cost:** {_cell(lines[0].partition(': ')[2])}", "", "| " + " | ".join(COST_HEADER) + " |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in cost_rows(cost)]
+    return out + [f"\n> {_cell(line)}" for line in lines[1:]]

@@ -24,6 +24,7 @@ from typing import Any
 from evalbench.conversation import Outcome
 from evalbench.results.journal.lines import phase_passed
 from evalbench.results.summary.clustered import ItemCounts
+from evalbench.results.summary.cost import CostTally
 from evalbench.results.summary.official import OfficialTally, official_line
 from evalbench.results.summary.stats import rate_ci
 from evalbench.results.summary.taxonomy import diagnose
@@ -115,6 +116,7 @@ class SummaryBuilder:
         self.reward = 0.0
         self.leaking_replies = 0
         self.vuser_replies = 0
+        self.cost = CostTally()  # every conversation's model calls, invalid items' included
 
     @classmethod
     def from_records(cls, records: Iterable[dict[str, Any]], metric_scorers: set[str] | None = None,
@@ -127,6 +129,7 @@ class SummaryBuilder:
     def add(self, record: dict[str, Any]) -> None:
         self.total += 1
         self.outcomes[record["outcome"]] += 1
+        self.cost.add(record)
         if self.trials is not None:
             self.trials.add(record)
         self.official.add(record)
@@ -279,6 +282,7 @@ class SummaryBuilder:
                 **({"tools": self._tools(judged)} if self.tools else {}),
             },
             **({"trials": self.trials.result()} if self.trials is not None else {}),
+            "cost": self.cost.result(),
             **({"official": self.official.result()}
                if (extra.get("scoring") or {}).get("semantics") == "bird_interact" else {}),
             **extra,

@@ -33,8 +33,10 @@ from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.record import SCHEMA_VERSION
 from evalbench.results.journal.shapes import read_manifest, read_summary
+from evalbench.results.render.compare_cost import cost_html, cost_markdown, cost_text
 from evalbench.results.render.links import conversation_anchor, report_href
 from evalbench.results.summary.clustered import cluster_diff_ci, sign_flip_p
+from evalbench.results.summary.cost import CostComparison, CostTally, compare_costs
 from evalbench.results.summary.official import official_comparison
 from evalbench.results.summary.stats import mcnemar_exact, paired_diff_ci
 
@@ -211,6 +213,7 @@ class Comparison:
     forced: bool = False
     level: float = LEVEL
     official: list[str] = field(default_factory=list)  # BIRD-Interact's own figures of A and B, when both have them
+    cost: CostComparison | None = None  # what each run's model calls cost (evalbench/results/summary/cost.py)
 
     @property
     def headline(self) -> PhaseComparison:
@@ -422,14 +425,15 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
         _check_pass_fail(run_dir, metric)
 
     info_a, info_b = _run_info(run_a, manifest_a), _run_info(run_b, manifest_b)
+    cost_a, cost_b = CostTally(per_item=True), CostTally(per_item=True)
     a_sides: Sides = {}
-    for item_id, trial, phase, side in _sides(_records(run_a), metric, info_a, notes, "A"):
+    for item_id, trial, phase, side in _sides(cost_a.tap(_records(run_a)), metric, info_a, notes, "A"):
         a_sides[(item_id, trial, phase)] = side
 
     # B is collected like A (one compact verdict per (item, phase)) so that the last record of an
     # item journaled twice wins on both sides; full records are never held.
     b_sides: Sides = {}
-    for item_id, trial, phase, side in _sides(_records(run_b), metric, info_b, notes, "B"):
+    for item_id, trial, phase, side in _sides(cost_b.tap(_records(run_b)), metric, info_b, notes, "B"):
         b_sides[(item_id, trial, phase)] = side
 
     stats, per_item, regressions, improvements = _pair(a_sides, b_sides)
@@ -449,7 +453,7 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
     improvements.sort(key=flip_key)
     return Comparison(a=info_a, b=info_b, metric=metric, phases=phases, regressions=regressions, improvements=improvements,
                       differences=refuse if force else [], notes=notes, forced=force,
-                      official=official_comparison(_summary(run_a), _summary(run_b)))
+                      official=official_comparison(_summary(run_a), _summary(run_b)), cost=compare_costs(cost_a, cost_b))
 
 
 def _pair(a_sides: Sides, b_sides: Sides) -> tuple[dict[str, PhaseComparison], dict[str, dict[str, list[int]]],
@@ -613,6 +617,7 @@ def render_text(c: Comparison) -> str:
         if len(flips) > TEXT_FLIPS:
             out.append(f"    ... and {len(flips) - TEXT_FLIPS} more")
     out += [f"  {line}" for line in _unpaired_lines(c)]
+    out += [f"  {line}" for line in cost_text(c.cost)]
     return "\n".join(out) + "\n"
 
 
@@ -654,6 +659,7 @@ def render_markdown(c: Comparison) -> str:
     unpaired = _unpaired_lines(c)
     if unpaired:
         out += ["", "### Not paired", ""] + [f"- {_md(line, 5000)}" for line in unpaired]
+    out += cost_markdown(c.cost, _md)
     return "\n".join(out) + "\n"
 
 
@@ -733,6 +739,7 @@ def render_html(c: Comparison, out_dir: Path | None = None) -> str:
     unpaired = _unpaired_lines(c)
     if unpaired:
         parts.append("<h2>Not paired</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in unpaired) + "</ul>")
+    parts.append(cost_html(c.cost))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
