@@ -56,6 +56,7 @@ def test_official_success_reproduces_bird_interacts_batch_eval(tmp_path, pgdata,
     assert f"success {official['success_rate']:.1%} ({expected}/{len(cases)})" in out
 
 
+@pytest.mark.slow
 def test_official_figure_in_summary_and_compare(tmp_path, demo_config_path, pgdata, capsys):
     """The noisy demo agent: every conversation counts; a phase passes officially only when
     exec_match or test_cases passed it (an answer in words, judged by answer_match, does not);
