@@ -267,7 +267,10 @@ def test_bat_sqlite_stock_config_runs_with_only_paths_changed(evalbench_root, mo
         result = orchestrator.run(config, progress=False)
     records = {r["item_id"]: r for r in read_journal(result.run_dir)}
     assert set(records) == set(ids) and all(r["dialect"] == "sqlite" for r in records.values())
-    assert all(r["outcome"] == "scored" for r in records.values()), [r["error"] for r in records.values()]
+    # item 100 asks for "the" most active hour over tied counts (LIMIT 1 through ties): invalid, in
+    # no rate, yet judged, as an answer may still pass there
+    assert all(r["outcome"] == "scored" or (r["outcome"] == "invalid_item" and "cuts through rows tied" in r["error"])
+               for r in records.values()), [r["error"] for r in records.values()]
     for record in records.values():
         scores = record["phases"][0]["scores"]
         assert scores["executable"]["passed"] and scores["exact_match"]["passed"] and scores["set_match"]["passed"]
