@@ -62,6 +62,8 @@ def test_run_and_validate_list_the_same_invalid_phases(tmp_path, pgdata, capsys)
         record("ok", f"{stores} ORDER BY store_id LIMIT 2"),
         record("tied_names", "SELECT store_name, 1 AS k FROM stores ORDER BY k LIMIT 2"),
         record("empty", f"{stores} WHERE store_id < 0"),
+        record("tied_order", "SELECT store_name, 1 AS k FROM stores ORDER BY k").replace('"order": false', '"order": true', 1),
+        record("ordered", f"{stores} ORDER BY store_id").replace('"order": false', '"order": true', 1),
         record("unreached", f"{stores} WHERE store_id < 0", follow_up="SELECT * FROM no_such_table"),
     ]) + "\n")
     config = tmp_path / "run.yaml"
@@ -75,7 +77,8 @@ def test_run_and_validate_list_the_same_invalid_phases(tmp_path, pgdata, capsys)
     assert listed[("tied_names", "main")].startswith("the golden query's LIMIT 2 cuts through rows tied")
     assert listed[("empty", "main")].startswith("golden result is empty: no answer can pass")
     assert listed[("unreached", "follow_up")].startswith("golden SQL failed (sql)")  # never reached: main is invalid
-    assert ("ok", "main") not in listed
+    assert listed[("tied_order", "main")].startswith("conditions.order is true but rows tied on the golden query's")
+    assert ("ok", "main") not in listed and ("ordered", "main") not in listed
     findings = tmp_path / "validate.json"
     assert main(["validate", "--config", str(config), "--no-progress", "--json", str(findings)]) == 1
     assert {(i["item_id"], i["phase"]): i["reason"] for i in json.loads(findings.read_text())["invalid"]} == listed

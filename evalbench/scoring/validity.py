@@ -7,7 +7,8 @@ reason both commands list. The checks, in the order they run:
    at the row cap, in every alternative; or every usable golden result is empty while the
    semantics in force fails every answer to an empty result (BIRD-Interact's ``ex_base``;
    ``empty_gold: fail``);
-2. **order** — ``conditions.order`` without an ORDER BY where order is compared (``bird_interact``);
+2. **order** — ``conditions.order`` without an ORDER BY where order is compared (``bird_interact``),
+   or with one under which differing rows tie (their order is up to the plan);
 3. **ties** — a LIMIT that cuts through rows tied on the ORDER BY keys (which rows come back is
    up to the plan), when the keys are output columns;
 4. **test cases** — a management task whose test cases fail for its own golden script;
@@ -25,6 +26,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import pairwise
 from typing import Any
 
 import sqlglot
@@ -101,7 +103,7 @@ class GoldenCheck:
                 return self._seen[key]
         dialect = getattr(sandbox, "dialect", None) or sqlglot_dialect(item.dialect)
         findings: list[Finding] = []
-        for check in (self._results, self._order, self._ties, self._test_cases, self._no_change):
+        for check in (self._results, self._order, self._tied_order, self._ties, self._test_cases, self._no_change):
             findings += check(item, phase, sandbox, dialect)
             if not every and first_error(findings) is not None:
                 break
@@ -159,6 +161,24 @@ class GoldenCheck:
                                      "up to the plan, and BIRD-Interact compares rows in order", phase.phase.value, True)]
         return [Finding("warning", "conditions.order is true but the golden query has no ORDER BY (its rows are compared "
                                    "unordered)", phase.phase.value)]
+
+    def _tied_order(self, item: Item, phase: PhaseRecord, sandbox: Sandbox, dialect: str) -> list[Finding]:
+        """Where rows are compared in order (``bird_interact``, ``order: true``), rows that tie on
+        the ORDER BY keys yet differ come back in whatever order the plan gives."""
+        if not (self.rules.bird and phase.is_query and phase.conditions_explicit and phase.conditions.order):
+            return []
+        if not phase.golden_run_sql or not phase.golden or phase.golden[0].error is not None:
+            return []
+        golden, run = phase.golden[0], phase.golden_run_sql[0]
+        keys = tie_key_positions(run[-1], golden.columns, dialect) if run else None
+        if not keys:
+            return []
+        rows = golden.rows
+        if any(_key(a, keys) == _key(b, keys) and a != b for a, b in pairwise(rows)):
+            return [Finding("error", "conditions.order is true but rows tied on the golden query's ORDER BY keys differ: "
+                                     "their order is up to the plan, and BIRD-Interact compares rows in order",
+                            phase.phase.value, True)]
+        return []
 
     def _ties(self, item: Item, phase: PhaseRecord, sandbox: Sandbox, dialect: str) -> list[Finding]:
         """Run the golden query with one row more than its LIMIT: if the first row left out ties
