@@ -24,6 +24,7 @@ window function ordered over ties, ``NOW()``), and a golden result that depends 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import pairwise
@@ -40,6 +41,7 @@ from evalbench.scoring.semantics import ResultRules, execute_golden, golden_mode
 from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
 from evalbench.statements import last_statement, split_statements, sqlglot_dialect
 
+REMEMBERED = 4096  # phases whose findings a GoldenCheck keeps
 # A write statement that changes nothing the test cases look at: the "wrong answer" every test
 # case must reject.
 NO_OP_SQL = "CREATE TEMP TABLE IF NOT EXISTS evalbench_validate_no_op (x integer)"
@@ -85,7 +87,9 @@ class GoldenCheck:
         self.no_change = no_change  # state_match's policy when the run judges by it, else None
         self.follow_up = follow_up
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str], list[Finding]] = {}
+        # the findings of recent phases (bounded: memory stays flat in the number of items; a phase
+        # forgotten before its next trial is checked again, to the same findings)
+        self._seen: OrderedDict[tuple[str, str], list[Finding]] = OrderedDict()
 
     @classmethod
     def of_plan(cls, scorers: dict[str, dict[str, Any]], rules: ResultRules, *, test_cases: bool = True,
@@ -109,6 +113,8 @@ class GoldenCheck:
                 break
         with self._lock:
             self._seen[key] = findings
+            if len(self._seen) > REMEMBERED:
+                self._seen.popitem(last=False)
         return findings
 
     def follow_up_reason(self, item: Item, sandbox: Sandbox) -> Finding | None:

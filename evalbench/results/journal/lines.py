@@ -46,3 +46,16 @@ def phase_passed(phase: dict[str, Any]) -> bool | None:
         if score["passed"] is not None:
             return bool(score["passed"])
     return None
+
+
+def invalid_reason(record: dict[str, Any], phase: dict[str, Any]) -> str | None:
+    """Why a journaled phase is in no rate (its golden work cannot judge an answer), or None: its
+    outcome is ``invalid_item``, or the record lists it in ``invalid_phases`` (a phase judged
+    anyway, for BIRD-Interact's official figure)."""
+    name = phase.get("phase")
+    for entry in record.get("invalid_phases") or ():
+        if entry.get("phase") == name:
+            return str(entry.get("reason") or "")
+    if phase.get("outcome") == "invalid_item":
+        return str(phase.get("error") or record.get("error") or "")
+    return None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalbench.conversation import Outcome
-from evalbench.results.journal.lines import phase_passed
+from evalbench.results.journal.lines import invalid_reason, phase_passed
 from evalbench.results.summary.clustered import ItemCounts
 from evalbench.results.summary.cost import CostTally
 from evalbench.results.summary.official import OfficialTally, official_line
@@ -133,13 +133,11 @@ class SummaryBuilder:
         if self.trials is not None:
             self.trials.add(record)
         self.official.add(record)
-        listed = record.get("invalid_phases")  # every invalid phase, reached or not (older journals: None)
-        invalid_names = {entry.get("phase") for entry in listed or ()}
-        for entry in listed or ():
-            self._invalid(record, {"phase": entry.get("phase"), "error": entry.get("reason")})
+        for entry in record.get("invalid_phases") or ():  # every invalid phase, reached or not (listed once)
+            self._invalid(record, entry.get("phase"), entry.get("reason"))
         if record["outcome"] == INVALID:
-            if listed is None:
-                self._invalid(record, record["phases"][0] if record["phases"] else {})
+            first = record["phases"][0] if record["phases"] else {}
+            self._invalid(record, first.get("phase"), invalid_reason(record, first) or record.get("error"))
             return
         item = (record.get("dialect"), record["item_id"])  # the unit the intervals resample with trials
         self.turns += len(record["turns"])
@@ -161,7 +159,7 @@ class SummaryBuilder:
                 if vuser.get("action_kind"):
                     self.vuser_actions[vuser["action_kind"]] += 1
         for phase in record["phases"]:
-            self._phase(record, phase, item, invalid_names, listed is None)
+            self._phase(record, phase, item)
         # Slices: the main phase's verdict of every conversation (a conversation that ended
         # before any phase counts as failed, none is left out).
         passed = phase_passed(record["phases"][0]) if record["phases"] else False
@@ -172,15 +170,14 @@ class SummaryBuilder:
             self.taxonomy[diagnosis.kind.value] += 1
             self.taxonomy_flags.update(diagnosis.flags)
 
-    def _phase(self, record: dict[str, Any], phase: dict[str, Any], item: object, invalid_names: set[Any],
-               unlisted: bool) -> None:
+    def _phase(self, record: dict[str, Any], phase: dict[str, Any], item: object) -> None:
         self.clarifications += phase["clarifications"]
         if phase["phase"] == "follow_up":
             self.follow_up_reached += 1
-        if phase.get("outcome") == INVALID or phase["phase"] in invalid_names:  # an invalid follow-up
-            if unlisted:  # a journal without invalid_phases
-                self._invalid(record, phase)
-            return  # (judged anyway when an answer may pass upstream: the official figure counts it)
+        reason = invalid_reason(record, phase)
+        if reason is not None:  # an invalid follow-up (judged anyway when an answer may pass upstream: the official figure counts it)
+            self._invalid(record, phase["phase"], reason)
+            return
         for name, score in phase["scores"].items():
             self.scores[(name, phase["phase"])].add(score)
             if self.items is not None and score["applicable"] and name not in self.metric_scorers:
@@ -193,15 +190,15 @@ class SummaryBuilder:
                 self.empty_gold += 1
         self._count(self.success[phase["phase"]], phase_passed(phase), item, ("success", phase["phase"]))
 
-    def _invalid(self, record: dict[str, Any], phase: dict[str, Any]) -> None:
-        key = (record["item_id"], phase.get("phase") or "main")
+    def _invalid(self, record: dict[str, Any], phase: str | None, reason: str | None) -> None:
+        """List an invalid phase, once whatever the trials."""
+        key = (record["item_id"], phase or "main")
         if key in self._invalid_seen:
             return
         self._invalid_seen.add(key)
         self.invalid_count += 1
         if len(self.invalid) < MAX_LISTED:
-            self.invalid.append({"item_id": record["item_id"], "phase": phase.get("phase", "main"),
-                                 "reason": phase.get("error") or record.get("error") or ""})
+            self.invalid.append({"item_id": record["item_id"], "phase": key[1], "reason": reason or ""})
 
     def _count(self, counts: Counter[str], passed: bool | None, item: object, key: object) -> None:
         if passed is None:

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from evalbench.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL, write_atomic
-from evalbench.results.journal.lines import trial_of
+from evalbench.results.journal.lines import invalid_reason, trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.record import SCHEMA_VERSION
 from evalbench.results.journal.shapes import read_manifest, read_summary
@@ -353,10 +353,9 @@ def _phase_verdict(phase: dict[str, Any]) -> tuple[bool, str | None]:
 
 
 def _side(record: dict[str, Any], phase: dict[str, Any], metric: str, run_dir: Path) -> Side | None:
-    invalid = {e.get("phase"): e.get("reason") for e in record.get("invalid_phases") or ()}
-    if phase.get("outcome") == "invalid_item" or phase.get("phase") in invalid:  # in no rate: not paired
-        reason = invalid.get(phase.get("phase")) or phase.get("error") or record.get("error")
-        return Side(outcome="invalid_item", passed=None, applicable=False, detail=str(reason or "")[:DETAIL_CHARS])
+    reason = invalid_reason(record, phase)
+    if reason is not None:  # in no rate: not paired
+        return Side(outcome="invalid_item", passed=None, applicable=False, detail=reason[:DETAIL_CHARS])
     score: dict[str, Any] | None
     if metric == SUCCESS:
         verdict, primary = _phase_verdict(phase)

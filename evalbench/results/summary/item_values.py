@@ -23,7 +23,7 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from evalbench.results.journal.lines import phase_passed
+from evalbench.results.journal.lines import invalid_reason, phase_passed
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.summary.trials import trial_passed
 
@@ -35,9 +35,8 @@ INVALID = "invalid_item"
 
 
 def _phase(record: dict[str, Any], name: str) -> dict[str, Any] | None:
-    invalid = {entry.get("phase") for entry in record.get("invalid_phases") or ()}  # judged, in no rate
     for phase in record.get("phases") or []:
-        if phase.get("phase") == name and phase.get("outcome") != INVALID and name not in invalid:
+        if phase.get("phase") == name and invalid_reason(record, phase) is None:
             return phase
     return None
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalbench.conversation import Phase
 from evalbench.results.journal.lines import phase_passed
+from evalbench.results.journal.record import REWARDS  # a solved phase's reward: (first try, after debugging)
 
-REWARDS = {"main": (0.7, 0.5), "follow_up": (0.3, 0.2)}  # (first try, after debugging)
 JUDGES = frozenset({"exec_match", "test_cases"})  # what BIRD-Interact's evaluator itself runs
 
 
@@ -52,9 +53,9 @@ class OfficialTally:
         self.total += 1
         for phase in record.get("phases") or ():
             name = phase.get("phase")
-            if name in REWARDS and official_pass(phase):
+            if name in self.passed and official_pass(phase):
                 self.passed[name] += 1
-                first, debugged = REWARDS[name]
+                first, debugged = REWARDS[Phase(name)]
                 self.reward += debugged if phase.get("debug_used") else first
 
     def result(self) -> dict[str, Any]:

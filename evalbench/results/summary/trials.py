@@ -19,7 +19,7 @@ from __future__ import annotations
 from math import comb
 from typing import Any
 
-from evalbench.results.journal.lines import phase_passed, trial_of
+from evalbench.results.journal.lines import invalid_reason, phase_passed, trial_of
 from evalbench.results.summary.stats import rate_ci
 
 MAX_LISTED = 1000  # inconsistent items listed in summary.json
@@ -30,9 +30,7 @@ def trial_passed(record: dict[str, Any]) -> bool | None:
     """Whether one trial passed: every phase passed; None when it cannot be judged."""
     if record.get("outcome") == "invalid_item" or not record.get("phases"):
         return None if record.get("outcome") == "invalid_item" else False
-    invalid = {entry.get("phase") for entry in record.get("invalid_phases") or ()}
-    verdicts = [phase_passed(phase) for phase in record["phases"]
-                if phase.get("outcome") != "invalid_item" and phase.get("phase") not in invalid]
+    verdicts = [phase_passed(phase) for phase in record["phases"] if invalid_reason(record, phase) is None]
     if any(v is False for v in verdicts):
         return False
     return True if verdicts and all(v is True for v in verdicts) else None
