@@ -6,20 +6,12 @@ The public entry points are imported lazily so that ``import evalbench`` (and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:  # pragma: no cover
-    from evalbench.config import RunConfig
-    from evalbench.orchestrator import RunResult
+from evalbench import _moved
+from evalbench import run as run  # the package is callable: evalbench.run(config)
 
-
-def run(config: RunConfig, **kwargs: Any) -> RunResult:
-    """Run an evaluation described by ``config`` (see :func:`evalbench.config.load_run_config`)."""
-    from evalbench.orchestrator import run as _run
-
-    return _run(config, **kwargs)
+_moved.install()
 
 
 __all__ = ["__version__", "run"]

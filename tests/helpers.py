@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from evalbench.conversation import AgentReply, Conversation, ReplyKind, VUserReply
+from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, VUserReply
 from evalbench.dataset import Ambiguity, Conditions, FollowUp, Item
 
 

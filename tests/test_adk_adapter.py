@@ -17,7 +17,7 @@ import pytest
 from evalbench.agents import AgentContext
 from evalbench.agents.adk import AdkAgent, classify, parse_sse, pending_input
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
-from evalbench.conversation import ReplyKind
+from evalbench.core.conversation import ReplyKind
 from tests.helpers import make_item
 
 AUTO = ReplyConvention()

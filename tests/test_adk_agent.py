@@ -11,13 +11,13 @@ import pytest
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import AdkAgentConfig
 from evalbench.config import RulesVUserConfig, load_run_config
-from evalbench.conversation import Outcome
-from evalbench.dataset.items import Ambiguity
+from evalbench.core.conversation import Outcome
+from evalbench.core.items import Ambiguity
 from evalbench.dataset.knowledge import KnowledgeEntry
-from evalbench.orchestrator import run
 from evalbench.results import read_journal
+from evalbench.run.orchestrator import run
+from evalbench.run.stages import Parts, new_conversation, run_conversation
 from evalbench.scoring import build_scorers
-from evalbench.stages import Parts, new_conversation, run_conversation
 from evalbench.vuser import build_vuser
 from tests.conftest import DEMO
 from tests.helpers import make_item
@@ -121,7 +121,7 @@ def test_the_agent_learns_its_database_from_session_state(adk_server, demo_sandb
 
 
 def test_session_state_is_a_template_over_the_item() -> None:
-    from evalbench.session_state import StateFacts, check_template, render_state
+    from evalbench.dataset.session_state import StateFacts, check_template, render_state
 
     deleted = Ambiguity(term="big", kind="knowledge", knowledge_id=9)  # the agent must ask about it
     item = make_item("t7", ambiguous=True).model_copy(update={"external_knowledge": [4, "2", "x", 9],

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from evalbench.backends.base import ExecutionResult
-from evalbench.conversation import Conversation, Outcome, PhaseRecord
-from evalbench.errors import ConfigError
+from evalbench.core.conversation import Conversation, Outcome, PhaseRecord
+from evalbench.core.errors import ConfigError
+from evalbench.run.stages import new_conversation
 from evalbench.scoring import SCORERS, build_scorers
 from evalbench.scoring.primary import PrimaryPolicy
-from evalbench.stages import new_conversation
 from tests.fake_llm_server import FakeLLMServer
 from tests.helpers import make_item
 from tests.test_llmrater import FAST, KEY_ENV, MODEL, prompt_of, verdict
@@ -169,10 +169,10 @@ def test_the_quickstart_shows_answers_in_words_judged_correctly(tmp_path, pgdata
 def test_under_bird_interact_the_answer_is_judged_against_the_golden_sql_as_written(demo_sandbox):
     """BIRD-Interact's comparison strips ROUND from the golden SQL; an answer in words states the
     rounded value the question asks for, so answer_match runs the golden SQL as written."""
-    from evalbench.conversation import AgentReply, ReplyKind
+    from evalbench.core.conversation import AgentReply, ReplyKind
+    from evalbench.run.stages import Parts, run_conversation
     from evalbench.scoring.primary import PrimaryPolicy
     from evalbench.scoring.semantics import ResultRules
-    from evalbench.stages import Parts, run_conversation
     from tests.helpers import FixedVUser, ScriptedAgent
 
     golden = "SELECT ROUND(AVG(unit_price), 1) FROM products"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from evalbench.backends.base import ExecutionResult
-from evalbench.conversation import AgentReply, Phase, ReplyKind, Turn
+from evalbench.core.conversation import AgentReply, Phase, ReplyKind, Turn
+from evalbench.run.stages import new_conversation
 from evalbench.scoring import build_scorers
-from evalbench.stages import new_conversation
 from tests.helpers import make_item
 
 Q = "Answer the question."

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from evalbench.agents.adk import classify, pending_input
 from evalbench.agents.config import ReplyConvention
 from evalbench.backends.base import SandboxLimits
-from evalbench.conversation import AgentReply
+from evalbench.core.conversation import AgentReply
 from evalbench.results import read_journal
 from tests.attack_agent import AttackAgent, completion, item, write_run
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
@@ -184,7 +184,7 @@ def test_reported_token_usage_cannot_lower_the_metrics_nor_fail_a_usable_reply(t
 @pytest.mark.parametrize(("value", "count"), [(12, 12), ("12", 12), (12.0, 12), (-1, 0), (1.5, 0), (float("nan"), 0),
                                               (float("inf"), 0), (True, 0), (None, 0), ([3], 0), (10**13, 0), ("1e3", 0)])
 def test_token_count(value: Any, count: int) -> None:
-    from evalbench.conversation import TokenUsage, token_count
+    from evalbench.core.conversation import TokenUsage, token_count
 
     assert token_count(value) == count
     assert TokenUsage.reported(value, value, value) == TokenUsage(count, count, count)

@@ -239,7 +239,7 @@ def test_a_question_may_use_temporary_tables_that_never_outlive_it(target: tuple
     on any pooled connection, cannot read it). A temporary table beside a real write stays in
     read mode and is refused. MySQL refuses CREATE in write mode (not covered there: its DDL
     would need CREATE TEMPORARY TABLES for the write users)."""
-    from evalbench.conversation import Phase, PhaseRecord
+    from evalbench.core.conversation import Phase, PhaseRecord
     from evalbench.dataset import Conditions
     from evalbench.scoring.semantics import ResultRules, execute_generated
 

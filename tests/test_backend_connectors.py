@@ -22,7 +22,7 @@ from evalbench.backends.postgres.connectors import AlloyDBBackend, CloudSQLBacke
 from evalbench.backends.postgres.provision import find_setup
 from evalbench.cli import main
 from evalbench.config import DatabaseConfig
-from evalbench.errors import ConfigError
+from evalbench.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_SETUP = ROOT / "datasets" / "demo" / "setup"
@@ -117,8 +117,8 @@ def test_a_run_through_the_connector(tmp_path: Path, fake_connector_modules: Non
 
 def test_without_the_connector_package_the_error_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "google.cloud.alloydbconnector", None)  # as if not installed
-    from evalbench import databases
     from evalbench.config import load_run_config
+    from evalbench.run import databases
 
     config = load_run_config(ROOT / "configs" / "quickstart.yaml", database_configs=[
         {"db_type": "alloydb", "database_name": "greenleaf", "instance": ALLOYDB}])

@@ -16,7 +16,7 @@ from evalbench.backends import get_backend  # noqa: E402
 from evalbench.backends.base import SandboxLimits  # noqa: E402
 from evalbench.backends.setup import find_setup  # noqa: E402
 from evalbench.config import DatabaseConfig  # noqa: E402
-from evalbench.errors import ProvisioningError  # noqa: E402
+from evalbench.core.errors import ProvisioningError  # noqa: E402
 
 LIMITS = SandboxLimits(pool_size=2, statement_timeout_s=1.0, max_rows=50)
 SLOW = ("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 1000000000) "

@@ -26,7 +26,7 @@ from evalbench.backends import get_backend
 from evalbench.backends.base import SandboxLimits
 from evalbench.backends.setup import find_setup
 from evalbench.config import DatabaseConfig
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 BUDGET_S = 1.0
 LIMITS = SandboxLimits(pool_size=2, statement_timeout_s=BUDGET_S, max_rows=1000, max_result_bytes=4 << 20)

@@ -25,7 +25,7 @@ from evalbench.backends.mysql.provision import drop_database  # noqa: E402
 from evalbench.backends.mysql.target import resolve_target  # noqa: E402
 from evalbench.backends.setup import find_setup  # noqa: E402
 from evalbench.config import DatabaseConfig  # noqa: E402
-from evalbench.errors import ProvisioningError  # noqa: E402
+from evalbench.core.errors import ProvisioningError  # noqa: E402
 
 URL = os.environ.get("EVALBENCH_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306")
 LIMITS = SandboxLimits(pool_size=2, statement_timeout_s=1.0, max_rows=50)
@@ -598,7 +598,7 @@ def test_a_database_changed_after_setup_is_refused_and_rebuilt_when_allowed(tmp_
 
 
 def test_grants_that_reach_every_user_are_refused(tmp_path: Path, name: str) -> None:
-    from evalbench.errors import SandboxError
+    from evalbench.core.errors import SandboxError
 
     backend = get_backend("mysql")
     setup = find_setup(_setup(tmp_path, name), name, "mysql", backend.setup_dialects())

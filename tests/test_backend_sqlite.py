@@ -14,7 +14,7 @@ from evalbench.backends import get_backend
 from evalbench.backends.base import SandboxLimits
 from evalbench.backends.setup import find_setup
 from evalbench.config import DatabaseConfig
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_SETUP = ROOT / "datasets" / "demo" / "setup"

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from evalbench.conversation import Phase, PhaseRecord
+from evalbench.core.conversation import Phase, PhaseRecord
 from evalbench.dataset import Conditions
 from evalbench.scoring import bird_compare, build_scorers
 from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem

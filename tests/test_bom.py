@@ -125,7 +125,7 @@ def test_an_evalbench_json_dataset_and_a_validation_file_with_a_bom(tmp_path, mo
 
 def test_prompt_files_with_a_bom_are_read_without_it(tmp_path):
     from evalbench.agents.chat import load_template
-    from evalbench.config_agents import OpenAICompatAgentConfig
+    from evalbench.config.agents import OpenAICompatAgentConfig
     from evalbench.scoring.llmrater import load_prompt
     from evalbench.vuser.llm import ENCODE_PROMPT, _load_prompt
 

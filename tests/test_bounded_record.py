@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalbench.conversation import MAX_SQL_BYTES, AgentReply, ReplyKind, ToolCall, VUserAction, VUserReply
+from evalbench.core.conversation import MAX_SQL_BYTES, AgentReply, ReplyKind, ToolCall, VUserAction, VUserReply
 from evalbench.dataset import Ambiguity, Conditions, Item
 from evalbench.results import read_journal
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.record import CAPS, Caps, _canonical, bounded_record, clip_text, conversation_record, rows_sha256
 from evalbench.results.journal.rundir import RunWriter
 from evalbench.results.render.reports import regenerate
-from evalbench.resume import repair_journal
+from evalbench.run.resume import repair_journal
+from evalbench.run.stages import Parts, run_conversation
 from evalbench.scoring import build_scorers
-from evalbench.stages import Parts, run_conversation
 from tests.helpers import FixedVUser, ScriptedAgent, make_item, sql
 
 GOLDEN = "SELECT store_name FROM stores ORDER BY store_id"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evalbench.cli import main
-from evalbench.conversation import AgentReply, ReplyKind, ToolCall
+from evalbench.core.conversation import AgentReply, ReplyKind, ToolCall
 from evalbench.results.journal.record import CAPS
 from evalbench.results.render.evalbench_csv import cell, safe_cell
 from tests.conftest import DEMO
@@ -229,6 +229,6 @@ def test_secrets_from_the_environment_are_not_in_the_run_directory(tmp_path, pgd
     ("scorers={llmrater: {options: [{token: abc}]}}", 'scorers={"llmrater": {"options": [{"token": "***"}]}}'),
 ])
 def test_command_line_arguments_are_redacted(arg, expected):
-    from evalbench.redaction import redact_arg
+    from evalbench.core.redaction import redact_arg
 
     assert redact_arg(arg) == expected

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from evalbench.config import load_run_config
-from evalbench.orchestrator import run
 from evalbench.results import read_journal
+from evalbench.run.orchestrator import run
 from tests.conftest import DEMO, ROOT
 from tests.helpers import default_sigint
 

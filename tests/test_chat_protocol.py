@@ -6,7 +6,7 @@ import pytest
 
 from evalbench.agents.chat import REPLY_FORMATS, SYSTEM_PROMPT, classify, render_system_prompt
 from evalbench.agents.config import default_prompt
-from evalbench.conversation import ReplyKind, ToolCall
+from evalbench.core.conversation import ReplyKind, ToolCall
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from evalbench.config import load_run_config
-from evalbench.errors import EvalbenchError
-from evalbench.orchestrator import run
+from evalbench.core.errors import EvalbenchError
 from evalbench.results import read_journal
 from evalbench.results.summary.comparison import (
     CompareError,
@@ -31,6 +30,7 @@ from evalbench.results.summary.comparison import (
     write_comparison,
 )
 from evalbench.results.summary.stats import mcnemar_exact
+from evalbench.run.orchestrator import run
 
 ROOT = Path(__file__).resolve().parent.parent
 METRIC = "exec_match"

@@ -9,8 +9,8 @@ import pytest
 
 from evalbench.cli import main
 from evalbench.config import DatabaseConfig, RunConfig, load_run_config
-from evalbench.errors import ConfigError
-from evalbench.redaction import redact, redact_url
+from evalbench.core.errors import ConfigError
+from evalbench.core.redaction import redact, redact_url
 from tests.conftest import DEMO
 
 DEMO_DATASET = DEMO / "greenleaf.jsonl"
@@ -554,8 +554,8 @@ def test_a_knowledge_directory_without_the_datasets_knowledge_is_an_error(tmp_pa
     knowledge of the dataset's databases is an error naming the key (never silently ignored)."""
     import io
 
-    from evalbench.errors import ConfigError
-    from evalbench.orchestrator import run
+    from evalbench.core.errors import ConfigError
+    from evalbench.run.orchestrator import run
 
     quickstart = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
     with pytest.raises(ConfigError, match=r"knowledge_directory.*path does not exist"):

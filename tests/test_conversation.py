@@ -10,10 +10,10 @@ import pytest
 
 from evalbench.agents import build_agent
 from evalbench.config import RulesVUserConfig, SimulatedAgentConfig
-from evalbench.conversation import AgentReply, Outcome, ReplyKind, Stage, VUserAction, VUserReply
-from evalbench.scheduler import Scheduler
+from evalbench.core.conversation import AgentReply, Outcome, ReplyKind, Stage, VUserAction, VUserReply
+from evalbench.run.scheduler import Scheduler
+from evalbench.run.stages import Parts, StageWork, new_conversation, run_conversation
 from evalbench.scoring import build_scorers
-from evalbench.stages import Parts, StageWork, new_conversation, run_conversation
 from evalbench.vuser import build_vuser
 from tests.helpers import FixedVUser, ScriptedAgent, ask, make_item, sql
 
@@ -254,7 +254,7 @@ def test_simulated_agents_are_deterministic(demo_sandbox, agent_name):
 def test_debugging_attempt_after_a_wrong_answer(demo_sandbox):
     """BIRD-Interact: after a wrong answer the user says so and the agent may try once more;
     a phase solved that way is worth 0.5 (main) instead of 0.7."""
-    from evalbench.conversation import DEBUG_MESSAGE
+    from evalbench.core.conversation import DEBUG_MESSAGE
     from evalbench.results.journal.record import reward
 
     def script(session, turn, text):

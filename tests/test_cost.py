@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-from evalbench import orchestrator
 from evalbench.cli import main
 from evalbench.config import load_run_config
-from evalbench.errors import ConfigError
-from evalbench.prices import DEFAULT_PRICES, PRICES_AS_OF, PriceTable
+from evalbench.config.prices import DEFAULT_PRICES, PRICES_AS_OF, PriceTable
+from evalbench.core.errors import ConfigError
 from evalbench.results import read_journal
 from evalbench.results.render.explain import render_explanation
 from evalbench.results.summary.cost import CostTally, cost_lines, usd
 from evalbench.results.summary.rebuild import rebuild_summary
+from evalbench.run import orchestrator
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,7 +295,7 @@ def test_rescore_counts_its_judge_calls_and_marks_the_replayed_roles(priced_run:
 
 
 def test_price_table_defaults_overrides_and_unknown_models() -> None:
-    from evalbench.prices import ModelPrice
+    from evalbench.config.prices import ModelPrice
 
     table = PriceTable({"my-local-model": ModelPrice(input=0, output=0),
                         "gemini-2.5-flash": ModelPrice(input=1, output=2)})
@@ -329,8 +329,8 @@ def test_prices_do_not_change_the_config_fingerprint(tmp_path: Path) -> None:
 
 def test_each_agent_is_priced_by_the_model_it_names() -> None:
     from evalbench.agents import build_agent
-    from evalbench.config_agents import AdkAgentConfig
-    from evalbench.prices import run_pricing
+    from evalbench.config.agents import AdkAgentConfig
+    from evalbench.config.prices import run_pricing
 
     adk = build_agent(AdkAgentConfig(agent="adk", base_url="http://127.0.0.1:9", app_name="a", model="gemini-2.5-pro"))
     pricing = run_pricing({}, adk.describe(), {"vuser": "rules"})

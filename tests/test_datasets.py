@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from evalbench.cli import main
+from evalbench.core.errors import DatasetError
 from evalbench.dataset import Dataset, Item, RecordError, load_items
-from evalbench.errors import DatasetError
 from tests.conftest import DEMO, shared_dataset
 
 

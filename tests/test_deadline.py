@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from evalbench import deadline
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import AdkAgentConfig, OpenAICompatAgentConfig
 from evalbench.config import load_run_config
-from evalbench.conversation import MAX_SQL_BYTES, Outcome, ReplyKind
-from evalbench.orchestrator import run
+from evalbench.core import deadline
+from evalbench.core.conversation import MAX_SQL_BYTES, Outcome, ReplyKind
 from evalbench.results import read_journal
+from evalbench.run.orchestrator import run
+from evalbench.run.stages import new_conversation
 from evalbench.scoring.test_case_runner import run_test_case
-from evalbench.stages import new_conversation
 from tests.conftest import DEMO
 from tests.helpers import make_item
 
@@ -212,7 +212,7 @@ def test_the_deadline_starts_at_admission_not_in_the_queue(tmp_path, pgdata, emb
 
 
 def test_an_oversized_sql_reply_is_an_agent_failure_not_a_parser_stall():
-    from evalbench.conversation import AgentReply, after_generate, after_prompt, next_user_message
+    from evalbench.core.conversation import AgentReply, after_generate, after_prompt, next_user_message
 
     conv = new_conversation(make_item(), seed=1, max_turns=5, patience=1, timeout_s=60)
     after_prompt(conv, *next_user_message(conv))

@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import OpenAICompatAgentConfig, ToolLimits
+from evalbench.agents.knowledge_index import Document, KnowledgeIndex
 from evalbench.agents.tools import ToolKit
-from evalbench.catalogs import QueryCatalog
-from evalbench.conversation import ReplyKind, ToolCall
+from evalbench.core.conversation import ReplyKind, ToolCall
+from evalbench.core.items import Ambiguity
 from evalbench.dataset.column_meanings import load_column_meanings
-from evalbench.dataset.items import Ambiguity
 from evalbench.dataset.knowledge import load_knowledge
-from evalbench.knowledge_index import Document, KnowledgeIndex
-from evalbench.stages import new_conversation
+from evalbench.run.catalogs import QueryCatalog
+from evalbench.run.stages import new_conversation
 from tests.conftest import DEMO
 from tests.fake_llm_server import FakeLLMServer, Scripted
 from tests.fake_llm_server import chat_completion as completion

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalbench.config_docs import BEGIN, END, render
+from evalbench.config.reference import BEGIN, END, render
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_configuration_reference_is_generated_from_the_models():
     text = (ROOT / "docs" / "configuration.md").read_text()
     block = text[text.index(BEGIN) : text.index(END) + len(END)]
-    assert block == render(), "docs/configuration.md is stale: run `python -m evalbench.config_docs`"
+    assert block == render(), "docs/configuration.md is stale: run `python -m evalbench.config.reference`"
 
 
 def test_readme_starts_with_the_two_commands():

@@ -18,11 +18,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from evalbench import orchestrator
 from evalbench.config import load_run_config
+from evalbench.core.errors import ConfigError
 from evalbench.dataset import load_items
-from evalbench.errors import ConfigError
 from evalbench.results import read_journal
+from evalbench.run import orchestrator
 from evalbench.vuser.llm import InvalidAction, evalbench_unwrap, parse_action
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
 
@@ -376,7 +376,7 @@ def test_evalbench_grammar_still_needs_one_valid_action(text):
 def test_base_prompt_goes_before_every_vuser_prompt(monkeypatch):
     """EvalBench's Gemini generator sends base_prompt + prompt (generators/models/gemini.py)."""
     from evalbench.config import LlmVUserConfig
-    from evalbench.stages import new_conversation
+    from evalbench.run.stages import new_conversation
     from evalbench.vuser import build_vuser
 
     items = {item.id: item for item in load_items(DEMO / "greenleaf.jsonl")[0]}
@@ -444,7 +444,7 @@ def test_evalbench_aliases(tmp_path):
 
 def test_env_tag_and_pyaml_env_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """EvalBench reads its configs with pyaml_env (`!ENV ${VAR}`, `${VAR:default}`): both load."""
-    from evalbench.yamlfile import load_yaml
+    from evalbench.config.yamlfile import load_yaml
 
     monkeypatch.setenv("EVALBENCH_COMPAT_HOST", "127.0.0.1")
     monkeypatch.delenv("EVALBENCH_COMPAT_UNSET", raising=False)

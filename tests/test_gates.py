@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from evalbench.cli import main
-from evalbench.errors import ConfigError
-from evalbench.gates import check_gates, metric_value, parse_threshold
+from evalbench.core.errors import ConfigError
+from evalbench.results.gates import check_gates, metric_value, parse_threshold
 from tests.conftest import DEMO, ROOT
 
 SUMMARY = {

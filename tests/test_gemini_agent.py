@@ -15,9 +15,9 @@ import pytest
 
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import GeminiAgentConfig
-from evalbench.conversation import ReplyKind
-from evalbench.errors import ConfigError
-from evalbench.stages import new_conversation
+from evalbench.core.conversation import ReplyKind
+from evalbench.core.errors import ConfigError
+from evalbench.run.stages import new_conversation
 from tests.fake_llm_server import FakeLLMServer
 from tests.helpers import make_item
 

@@ -14,12 +14,12 @@ from evalbench.backends import get_backend
 from evalbench.backends.base import ExecutionResult, SandboxLimits
 from evalbench.backends.setup import find_setup
 from evalbench.config import DatabaseConfig
-from evalbench.conversation import AgentReply, Conversation, PhaseRecord, ReplyKind
+from evalbench.core.conversation import AgentReply, Conversation, PhaseRecord, ReplyKind
+from evalbench.run.stages import Parts, new_conversation, run_conversation
 from evalbench.scoring import build_scorers
 from evalbench.scoring.hard_coded import hard_coded
 from evalbench.scoring.primary import PrimaryPolicy
 from evalbench.scoring.semantics import ResultRules
-from evalbench.stages import Parts, new_conversation, run_conversation
 from tests.helpers import FixedVUser, ScriptedAgent, make_item
 
 NONE = "reads no table of the database"

@@ -7,7 +7,7 @@ import random
 import threading
 import time
 
-from evalbench.agents.limits import CallLimiter, backoff_delay, parse_retry_after
+from evalbench.clients.limits import CallLimiter, backoff_delay, parse_retry_after
 
 
 def test_rate_is_spaced_not_slotted():

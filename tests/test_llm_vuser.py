@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from evalbench import orchestrator
 from evalbench.agents.config import default_prompt
 from evalbench.config import LlmVUserConfig, load_run_config
-from evalbench.conversation import Phase, PhaseRecord
+from evalbench.core.conversation import Phase, PhaseRecord
+from evalbench.core.errors import ConfigError
 from evalbench.dataset import Item, load_items
 from evalbench.dataset.knowledge import load_knowledge
-from evalbench.errors import ConfigError
 from evalbench.results import read_journal
-from evalbench.stages import new_conversation
+from evalbench.run import orchestrator
+from evalbench.run.stages import new_conversation
 from evalbench.vuser import build_vuser
 from evalbench.vuser.llm import InvalidAction, parse_action
 from evalbench.vuser.rules import REFUSAL

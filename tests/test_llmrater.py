@@ -16,11 +16,11 @@ import pytest
 
 from evalbench.agents.config import default_prompt
 from evalbench.backends.base import ExecutionResult
-from evalbench.conversation import Conversation, Outcome, PhaseRecord
-from evalbench.errors import ConfigError
+from evalbench.core.conversation import Conversation, Outcome, PhaseRecord
+from evalbench.core.errors import ConfigError
+from evalbench.run.stages import new_conversation
 from evalbench.scoring import SCORERS, Score, build_scorers
 from evalbench.scoring.llmrater import PREVIEW_ROWS, LlmRater, preview
-from evalbench.stages import new_conversation
 from tests.fake_llm_server import FakeLLMServer, Received
 from tests.helpers import make_item
 

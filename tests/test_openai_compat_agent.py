@@ -12,10 +12,10 @@ import pytest
 
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import OpenAICompatAgentConfig
-from evalbench.conversation import ReplyKind
+from evalbench.core.conversation import ReplyKind
+from evalbench.core.errors import ConfigError
 from evalbench.dataset.knowledge import KnowledgeEntry
-from evalbench.errors import ConfigError
-from evalbench.stages import new_conversation
+from evalbench.run.stages import new_conversation
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
 from tests.helpers import make_item
 
@@ -305,7 +305,7 @@ def test_custom_system_prompt_keeps_other_braces(server, make_agent, tmp_path):
 
 def test_demo_run_end_to_end_against_a_fake_server(tmp_path, pgdata):
     from evalbench.config import load_run_config
-    from evalbench.orchestrator import run
+    from evalbench.run.orchestrator import run
 
     def responder(request: Received) -> Scripted:
         return Scripted(200, completion(tool_calls=[call("run_sql", sql="SELECT 1")]))

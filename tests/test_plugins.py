@@ -93,8 +93,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from evalbench.conversation import AgentReply, ReplyKind, VUserAction, VUserReply
-from evalbench.scores import Score
+from evalbench.core.conversation import AgentReply, ReplyKind, VUserAction, VUserReply
+from evalbench.core.scores import Score
 
 
 class GoldenEchoAgent:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from evalbench.cli import main
-from evalbench.conversation import AgentReply, Outcome, Phase, ReplyKind, Turn
+from evalbench.core.conversation import AgentReply, Outcome, Phase, ReplyKind, Turn
 from evalbench.results import read_journal
 from tests.conftest import DEMO, ROOT
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
@@ -143,8 +143,8 @@ def test_a_misspelt_gate_metric_exits_2_before_the_run(tmp_path, pgdata, demo_co
 def test_gate_metric_names_are_those_the_run_summary_has(tmp_path, pgdata, demo_config_path, capsys):
     """Every name preflight accepts is one the gates can read in a real run's summary, and a
     phase or scorer the run does not have is refused."""
-    from evalbench.gates import metric_value
-    from evalbench.preflight import gate_metric_names
+    from evalbench.results.gates import metric_value
+    from evalbench.run.preflight import gate_metric_names
 
     args = ["run", "--config", str(demo_config_path), "--output-dir", str(tmp_path), "--run-id", "r", "--no-progress",
             "--limit", "4", "--fail-under", "turn_count.follow_up=0", "--fail-under", "success.main=0"]
@@ -303,8 +303,8 @@ def test_agent_down_after_0_never_stops_the_run(tmp_path, pgdata, capsys):
 
 
 def test_a_conversation_that_reached_the_agent_resets_the_count():
-    from evalbench.breaker import AgentBreaker, could_not_reach
-    from evalbench.stages import new_conversation
+    from evalbench.run.breaker import AgentBreaker, could_not_reach
+    from evalbench.run.stages import new_conversation
     from tests.helpers import make_item
 
     def conversation(reply: AgentReply | None, outcome: Outcome) -> Any:
@@ -331,6 +331,6 @@ def test_a_conversation_that_reached_the_agent_resets_the_count():
         assert breaker.tripped and stops == [1]
         assert "the agent at http://agent is unreachable: 3 conversations in a row" in str(breaker.error(Path("r")))
     finally:
-        from evalbench import deadline
+        from evalbench.core import deadline
 
         deadline.reset_cancel()  # the breaker cancels waits process-wide, as Ctrl-C does

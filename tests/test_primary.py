@@ -11,9 +11,9 @@ import pytest
 
 from evalbench.cli import main
 from evalbench.config import load_run_config
-from evalbench.orchestrator import run
 from evalbench.results import read_journal
 from evalbench.results.summary.comparison import IncomparableRuns, compare_runs
+from evalbench.run.orchestrator import run
 from evalbench.scoring.primary import PrimaryPolicy, parse_primary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def test_primary_config_is_validated(tmp_path):
     with pytest.raises(ValueError, match="non-empty list"):
         parse_primary({"Query": []})
     assert parse_primary({"Query/follow_up": ["set_match", "exec_match"]})["Query/follow_up"] == ("set_match", "exec_match")
-    from evalbench.errors import ConfigError
+    from evalbench.core.errors import ConfigError
 
     with pytest.raises(ConfigError) as info:
         load_run_config(QUICKSTART, primary={"Query": "no_such_scorer"})

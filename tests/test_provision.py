@@ -23,7 +23,7 @@ from evalbench.backends.postgres.target import (
     resolve_target,
 )
 from evalbench.config import DatabaseConfig
-from evalbench.errors import ProvisioningError, SandboxError
+from evalbench.core.errors import ProvisioningError, SandboxError
 from tests.conftest import shared_dataset
 
 SETUP_SQL = """\

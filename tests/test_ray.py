@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from evalbench.cli import main
-from evalbench.ray_shard import pack, unpack
-from evalbench.workers import worker_argv
+from evalbench.run.parallel.processes import worker_argv
+from evalbench.run.parallel.ray_task import pack, unpack
 from tests.helpers import default_sigint
 from tests.test_shards import _verdicts
 
@@ -45,14 +45,14 @@ def _driver(out: Path, run_id: str, config: Path = QUICKSTART) -> subprocess.Pop
 
 
 def _processes_with(run_id: str) -> dict[int, list[str]]:
-    """The shard processes (python -m evalbench.lifeline PID run ...) of ``run_id``: pid -> command line."""
+    """The shard processes (python -m evalbench.run.parallel.lifeline PID run ...) of ``run_id``: pid -> command line."""
     found = {}
     for entry in Path("/proc").iterdir():
         try:
             argv = [a.decode() for a in (entry / "cmdline").read_bytes().split(b"\0")] if entry.name.isdigit() else []
         except OSError:
             continue
-        if "evalbench.lifeline" in argv and run_id in argv:
+        if "evalbench.run.parallel.lifeline" in argv and run_id in argv:
             found[int(entry.name)] = argv
     return found
 
@@ -147,7 +147,7 @@ def test_a_lost_task_is_retried_a_failed_shard_fails_the_run_and_resume_runs_onl
     assert "shard k-shard-1 ended on node" in err and "--resume" in err
     # shard 1 came back from another attempt, in another worker
     first_line = (shards / "k-shard-1.log").read_text().splitlines()[0]
-    assert "evalbench.lifeline " in first_line and f"evalbench.lifeline {worker} " not in first_line
+    assert "evalbench.run.parallel.lifeline " in first_line and f"evalbench.run.parallel.lifeline {worker} " not in first_line
     assert not (tmp_path / "k" / "conversations.jsonl").exists()
 
     capsys.readouterr()
@@ -164,7 +164,7 @@ def test_a_shard_process_ends_with_the_worker_that_started_it(tmp_path: Path, pg
         pytest.skip("the guard is Linux's")
     # a conversation of a minute (on SQLite: no server to leave behind): the shard outlives its
     # parent by far unless the guard ends it
-    shard = [sys.executable, "-m", "evalbench.lifeline", "PARENT", "run", "--config", str(QUICKSTART_SQLITE),
+    shard = [sys.executable, "-m", "evalbench.run.parallel.lifeline", "PARENT", "run", "--config", str(QUICKSTART_SQLITE),
              "--limit", "1",
              "--set", "model_config={agent: simulated:noisy, latency_s: 60}", "--output-dir", str(tmp_path),
              "--run-id", "orphan", "--no-progress", "--no-preflight"]

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from evalbench import deadline
 from evalbench.agents import AgentContext, build_agent
 from evalbench.agents.config import AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig
-from evalbench.agents.limits import CallLimiter
 from evalbench.cli import main
+from evalbench.clients.limits import CallLimiter
 from evalbench.config import LlmVUserConfig
-from evalbench.conversation import Outcome, ReplyKind, after_prompt, after_vuser
+from evalbench.core import deadline
+from evalbench.core.conversation import Outcome, ReplyKind, after_prompt, after_vuser
+from evalbench.run.stages import new_conversation
 from evalbench.scoring.answer_rater import AnswerRater
 from evalbench.scoring.llmrater import PLACEHOLDERS, LlmRater
-from evalbench.stages import new_conversation
 from evalbench.vuser import build_vuser
 from tests.attack_agent import AttackAgent, completion, item, write_run
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted, chat_completion
@@ -242,7 +242,7 @@ def test_a_genai_client_without_our_transport_is_still_given_up_at_the_budget():
     from google.genai import types
 
     from evalbench.agents.chat import CallFailed
-    from evalbench.genai_client import generate
+    from evalbench.clients.genai import generate
 
     with FakeLLMServer(responder=FirstCallDrips(_is_model_call, lambda r: gemini_text("late"))) as server:
         client = genai.Client(api_key="k", http_options=types.HttpOptions(

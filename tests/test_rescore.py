@@ -330,7 +330,7 @@ def test_recorded_errors_keep_their_outcome(source_run: Path, tmp_path: Path, st
 
 def test_predictions_file_shapes(tmp_path: Path) -> None:
     from evalbench.agents.predictions_file import read_predictions
-    from evalbench.errors import ConfigError
+    from evalbench.core.errors import ConfigError
 
     csv_file = tmp_path / "evals.csv"  # EvalBench's evals.csv columns (and ours: a later phase as <id>:follow_up)
     csv_file.write_text('database,generated_sql,id\ngreenleaf,"SELECT 1",7\ngreenleaf,"SELECT 2",7:follow_up\n')

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from evalbench.cli import main
 from evalbench.config import load_run_config
+from evalbench.config.yamlfile import MAX_YAML_BYTES, MAX_YAML_DEPTH, load_yaml
+from evalbench.core.errors import ConfigError, DatasetError
 from evalbench.dataset import Dataset, Item, RecordError
-from evalbench.errors import ConfigError, DatasetError
-from evalbench.yamlfile import MAX_YAML_BYTES, MAX_YAML_DEPTH, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "datasets" / "demo"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from evalbench.cli import main
-from evalbench.gates import check_gates, parse_threshold
 from evalbench.results import journal_stats, read_journal
+from evalbench.results.gates import check_gates, parse_threshold
 from evalbench.results.render.summary_md import render_summary_markdown
 from evalbench.results.summary.rebuild import rebuild_summary
 from tests.conftest import DEMO

@@ -21,13 +21,13 @@ import pytest
 
 from evalbench.backends.postgres.provision import find_setup
 from evalbench.cli import main
+from evalbench.core.errors import ProvisioningError
 from evalbench.dataset import Dataset
 from evalbench.dataset.knowledge import load_knowledge
-from evalbench.errors import ProvisioningError
 from evalbench.results import read_journal
 from evalbench.results.journal.files import JOURNAL, OutputError
 from evalbench.results.summary.taxonomy import FailureKind, diagnose
-from evalbench.resume import repair_journal
+from evalbench.run.resume import repair_journal
 from tests.conftest import DEMO, ROOT
 
 DIALECTS = ("postgres", "alloydb")
@@ -270,7 +270,7 @@ def test_repair_journal_on_a_full_disk_is_an_output_error_and_leaves_no_temporar
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("evalbench.resume.os.fsync", full)
+    monkeypatch.setattr("evalbench.run.resume.os.fsync", full)
     with pytest.raises(OutputError, match=r"cannot write .*conversations\.jsonl: No space left on device \(ENOSPC\)"):
         repair_journal(tmp_path, lambda record: None)
     assert journal.read_bytes() == content

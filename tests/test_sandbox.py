@@ -17,7 +17,7 @@ from evalbench.backends.postgres.provision import ProvisionReport, find_setup, p
 from evalbench.backends.postgres.sandbox import Sandbox
 from evalbench.backends.postgres.target import SANDBOX_ROLE, DatabaseTarget, libpq_conninfo, resolve_target
 from evalbench.config import DatabaseConfig
-from evalbench.statements import split_statements, statement_kind
+from evalbench.sql.statements import split_statements, statement_kind
 
 SETUP_SQL = """\
 CREATE TABLE t (id serial PRIMARY KEY, v text NOT NULL, n int);

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from evalbench.backends.base import ExecutionResult
-from evalbench.conversation import (
+from evalbench.core.conversation import (
     AgentReply,
     Conversation,
     Outcome,
@@ -20,12 +20,12 @@ from evalbench.conversation import (
     TokenUsage,
     Turn,
 )
+from evalbench.core.errors import ConfigError
 from evalbench.dataset import Conditions
-from evalbench.errors import ConfigError
 from evalbench.results.journal.record import reward
+from evalbench.run.stages import new_conversation
 from evalbench.scoring import SCORERS, Score, build_scorers
 from evalbench.scoring.more import normalise_sql
-from evalbench.stages import new_conversation
 from tests.helpers import make_item
 
 G = "SELECT store_name FROM stores"

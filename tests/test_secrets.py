@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from evalbench.config import RunConfig
-from evalbench.redaction import is_secret_key, redact, redact_text, redact_url
+from evalbench.core.redaction import is_secret_key, redact, redact_text, redact_url
 from tests.attack_agent import completion, item
 from tests.conftest import DEMO, ROOT
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
@@ -143,7 +143,7 @@ def test_workers_get_the_secrets_of_the_command_line_without_showing_them_to_ps(
                 line = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
             except OSError:
                 continue
-            if b"evalbench.lifeline" in line:
+            if b"evalbench.run.parallel.lifeline" in line:
                 command_lines.append(line)
         return _echo(request)
 
@@ -156,7 +156,7 @@ def test_workers_get_the_secrets_of_the_command_line_without_showing_them_to_ps(
         _run(tmp_path, config, "--set", "model_config=" + json.dumps(agent), "--workers", "2")
         sent = [r.headers.get("x-api-key") for r in server.requests]
     assert sent and set(sent) == {secret}  # the workers called the agent with the real key
-    assert command_lines and all(b"evalbench.lifeline" in line and secret.encode() not in line for line in command_lines)
+    assert command_lines and all(b"evalbench.run.parallel.lifeline" in line and secret.encode() not in line for line in command_lines)
     assert any(b"***" in line for line in command_lines)
 
 
@@ -192,7 +192,7 @@ def test_no_config_key_of_ours_is_taken_for_a_secret_but_the_passwords():
 
     seen: set[type] = set()
     collect(RunConfig)
-    from evalbench.config_agents import AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig
+    from evalbench.config.agents import AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig
 
     for model in (AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig):
         collect(model)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalbench.conversation import Outcome
+from evalbench.core.conversation import Outcome
+from evalbench.run.stages import Parts, run_conversation
 from evalbench.scoring import build_scorers
-from evalbench.stages import Parts, run_conversation
 from tests.helpers import FixedVUser, ScriptedAgent, make_item, sql
 
 GOLDEN_UPDATE = "UPDATE products SET is_active = false WHERE stock_qty = 0 AND is_active"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalbench import statements
-from evalbench.statements import classify_statements, split_statements, statement_kind
+from evalbench.sql import statements
+from evalbench.sql.statements import classify_statements, split_statements, statement_kind
 
 PIECES = ["SELECT 1", "select a from t", "WITH x AS (SELECT 1) UPDATE t SET a = 1", "INSERT INTO t VALUES (';')",
           "SELECT 'a;b'", "DELETE FROM t", "ALTER ROLE me SET x = 1", "COMMENT ON TABLE t IS 'x'", "$$a;b$$",

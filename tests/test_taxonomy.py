@@ -21,8 +21,8 @@ import pytest
 import evalbench
 from evalbench.agents.simulated import FAILURE_KINDS, mutate
 from evalbench.config import load_run_config
+from evalbench.core.errors import EvalbenchError
 from evalbench.dataset import Dataset, Item
-from evalbench.errors import EvalbenchError
 from evalbench.results import read_journal
 from evalbench.results.render.explain import RecordNotFoundError, find_record, render_explanation
 from evalbench.results.summary.taxonomy import Diagnosis, FailureKind, diagnose, passed, phase_failed, taxonomy_counts

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from evalbench.terminal import SafeStream, escape
+from evalbench.core.terminal import SafeStream, escape
 from tests.attack_agent import AttackAgent, completion, item
 from tests.conftest import ROOT
 
@@ -175,7 +175,7 @@ def test_escaped_json_is_the_same_json():
 
 
 def test_an_uncaught_exception_is_printed_escaped(monkeypatch):
-    from evalbench.terminal import escaping_excepthook
+    from evalbench.core.terminal import escaping_excepthook
 
     raw = io.StringIO()
     monkeypatch.setattr(sys, "stderr", raw)

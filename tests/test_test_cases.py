@@ -8,8 +8,8 @@ import json
 import psycopg
 import pytest
 
-from evalbench.conversation import Phase, PhaseRecord
-from evalbench.dataset.items import Conditions, Item
+from evalbench.core.conversation import Phase, PhaseRecord
+from evalbench.core.items import Conditions, Item
 from evalbench.scoring import SCORERS
 from evalbench.scoring.test_case_runner import run_test_case
 from tests.conftest import shared_dataset

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from evalbench.agents import AgentContext, build_agent, tool_args
 from evalbench.agents.config import GeminiAgentConfig, OpenAICompatAgentConfig
 from evalbench.agents.tools import RUN_SQL_SPEC, SPECS
-from evalbench.catalogs import QueryCatalog
 from evalbench.cli import main
-from evalbench.conversation import Outcome, ReplyKind
+from evalbench.core.conversation import Outcome, ReplyKind
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.results import read_journal
-from evalbench.stages import new_conversation
+from evalbench.run.catalogs import QueryCatalog
+from evalbench.run.stages import new_conversation
 from tests.attack_agent import DEMO_SETUP, TAG, item
 from tests.conftest import DEMO
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted, chat_completion

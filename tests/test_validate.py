@@ -128,7 +128,7 @@ def test_golden_sql_runs_in_parallel(tmp_path, pgdata):
     """Eight golden queries that each sleep 0.5 s take at least 4 s one after another: with four
     runners they end well before that."""
     from evalbench.config import load_run_config
-    from evalbench.validate import validate
+    from evalbench.run.validate import validate
 
     validate(load_run_config(config_for(tmp_path, [item("warm", "SELECT 1")])), test_cases=False)  # provisioned once
     config = load_run_config(config_for(tmp_path, [item(f"sleep_{i}", "SELECT 1 AS one FROM pg_sleep(0.5)") for i in range(8)]))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from evalbench.agents import build_agent
 from evalbench.config import RulesVUserConfig, SimulatedAgentConfig
-from evalbench.conversation import VUserAction
+from evalbench.core.conversation import VUserAction
 from evalbench.results.journal.record import reward
+from evalbench.run.stages import Parts, new_conversation, run_conversation
 from evalbench.scoring import build_scorers
-from evalbench.stages import Parts, new_conversation, run_conversation
 from evalbench.vuser import build_vuser
 from evalbench.vuser.audit import audit_reply
 from evalbench.vuser.rules import REFUSAL, clarifying_spans

@@ -1,7 +1,7 @@
 """Workers die with their run, and a run directory is written by one run at a time: killing the
 parent of ``run --workers N`` (SIGKILL too) leaves no worker calling the agent or writing its
 journal, and a ``--resume`` is refused while the run (or any worker of it) is alive — through the
-lock on ``RUN_DIR/.lock`` that the workers inherit (evalbench/run_lock.py, evalbench/lifeline.py)."""
+lock on ``RUN_DIR/.lock`` that the workers inherit (evalbench/run/lock.py, evalbench/run/parallel/lifeline.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from evalbench.cli import main
-from evalbench.run_lock import RunLockedError, hold_run_lock
+from evalbench.run.lock import RunLockedError, hold_run_lock
 
 pytestmark = pytest.mark.slow  # whole runs per attack: CI runs them in `make test-slow`
 
@@ -140,11 +140,11 @@ def test_the_lock_is_held_while_any_process_that_inherited_it_lives(tmp_path: Pa
 
 
 def test_a_worker_whose_parent_is_gone_before_it_starts_ends_at_once(tmp_path: Path) -> None:
-    """``python -m evalbench.lifeline PARENT_PID ...`` of a parent already gone never runs."""
+    """``python -m evalbench.run.parallel.lifeline PARENT_PID ...`` of a parent already gone never runs."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     started = time.monotonic()
-    child = subprocess.run([sys.executable, "-m", "evalbench.lifeline", str(gone.pid), "runs", str(tmp_path)],
+    child = subprocess.run([sys.executable, "-m", "evalbench.run.parallel.lifeline", str(gone.pid), "runs", str(tmp_path)],
                            capture_output=True, timeout=60)
     assert child.returncode == -signal.SIGKILL and child.stdout == b""
     assert time.monotonic() - started < 30

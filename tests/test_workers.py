@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from evalbench.agents.limits import CallLimiter
 from evalbench.cli import main
+from evalbench.clients.limits import CallLimiter
 from evalbench.config import load_run_config
-from evalbench.errors import ConfigError
-from evalbench.ratelimit import RateLimiter, split_between
-from evalbench.worker_count import auto_workers, fit_workers, usable_cores
-from evalbench.workers import worker_argv
+from evalbench.core.errors import ConfigError
+from evalbench.core.ratelimit import RateLimiter, split_between
+from evalbench.run.parallel.processes import worker_argv
+from evalbench.run.parallel.sizing import auto_workers, fit_workers, usable_cores
 from tests.helpers import default_sigint
 from tests.test_shards import _verdicts
 

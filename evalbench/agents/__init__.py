@@ -12,15 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalbench.conversation import AgentSession
-from evalbench.registry import Registry
+from evalbench.core.conversation import AgentSession
+from evalbench.core.registry import Registry
 
 if TYPE_CHECKING:
-    from evalbench.conversation import Conversation
+    from evalbench.backends.tables import TableInfo
+    from evalbench.core.conversation import Conversation
+    from evalbench.core.execution_result import ExecutionResult
     from evalbench.dataset.column_meanings import ColumnMeanings
     from evalbench.dataset.knowledge import Knowledge
-    from evalbench.execution_result import ExecutionResult
-    from evalbench.tables import TableInfo
 
 __all__ = ["AGENTS", "Agent", "AgentContext", "AgentFactory", "AgentSession", "build_agent"]
 

@@ -25,15 +25,15 @@ from typing import Any
 
 import httpx
 
-from evalbench import deadline
 from evalbench.agents import AGENTS, AgentContext, tool_args
 from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
-from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
-from evalbench.agents.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
-from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall, token_count
-from evalbench.redaction import redact_url
-from evalbench.session_state import StateFacts, render_state
+from evalbench.clients.http import ReplyTooLarge, deadline_transport, request_bounded
+from evalbench.clients.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
+from evalbench.core import deadline
+from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall, token_count
+from evalbench.core.redaction import redact_url
+from evalbench.dataset.session_state import StateFacts, render_state
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,8 @@ class AdkAgent:
 
     def probe(self, timeout_s: float) -> str:
         """Preflight: ``GET /list-apps`` answers and lists this app; no session is created."""
-        from evalbench.errors import ConfigError, EvalbenchError
-        from evalbench.probes import excerpt, http_probe
+        from evalbench.clients.probes import excerpt, http_probe
+        from evalbench.core.errors import ConfigError, EvalbenchError
 
         where, app = redact_url(self.config.base_url), self.config.app_name
         fix = "start `adk api_server` there, or fix model_config adkapi_server_url"

@@ -38,7 +38,7 @@ a user message); ``run_sql`` gets a note that the query was run and shown to the
 new message follows as a user message.
 
 **Failures.** 429, 503 and connection errors (nothing reached the model, or the model refused
-to start) are retried with :func:`~evalbench.agents.limits.backoff_delay` (``Retry-After``
+to start) are retried with :func:`~evalbench.clients.limits.backoff_delay` (``Retry-After``
 honoured); when retries run out, and for any other failure (another HTTP status, a malformed
 response, a timeout), :meth:`ChatSession.send` returns an ``error`` reply — it never raises.
 """
@@ -54,15 +54,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench import deadline
 from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.config import ChatAgentOptions, default_prompt
-from evalbench.agents.limits import CallLimiter, backoff_delay
 from evalbench.agents.tools import RUN_SQL_NOTE, Toolbox, ToolKit, clip, tool_specs
-from evalbench.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
+from evalbench.clients.limits import CallLimiter, backoff_delay
+from evalbench.core import deadline
+from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
+from evalbench.core.errors import ConfigError
+from evalbench.core.items import knowledge_refs
 from evalbench.dataset import Item
-from evalbench.dataset.items import knowledge_refs
-from evalbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

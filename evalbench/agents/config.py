@@ -1,12 +1,12 @@
 """The agent config models, where the adapters have always imported them from.
 
-They live in :mod:`evalbench.config_agents`, part of the config schema, which must import no
+They live in :mod:`evalbench.config.agents`, part of the config schema, which must import no
 agent; this module re-exports them for the adapters, tests and third-party agents.
 """
 
 from __future__ import annotations
 
-from evalbench.config_agents import (
+from evalbench.config.agents import (
     FAILURE_KINDS,
     AdkAgentConfig,
     AgentConfig,

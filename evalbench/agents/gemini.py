@@ -29,9 +29,9 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import GeminiAgentConfig
-from evalbench.conversation import TokenUsage, ToolCall
-from evalbench.genai_client import first_candidate, generate, make_genai_client, response_json, usage_of
-from evalbench.redaction import redact_url
+from evalbench.clients.genai import first_candidate, generate, make_genai_client, response_json, usage_of
+from evalbench.core.conversation import TokenUsage, ToolCall
+from evalbench.core.redaction import redact_url
 
 
 def _schema(spec: dict[str, Any]) -> types.Schema:
@@ -80,7 +80,7 @@ class GeminiAgent(ChatAgent):
 
     def probe(self, timeout_s: float) -> str:
         """Preflight: credentials present, and a ``base_url`` (if any) accepts connections."""
-        from evalbench.probes import genai_probe
+        from evalbench.clients.probes import genai_probe
 
         return genai_probe(self.config, self.project, self.endpoint, "model_config", timeout_s)
 

@@ -29,11 +29,11 @@ from evalbench.agents.chat import (
     truncate,
 )
 from evalbench.agents.config import OpenAICompatAgentConfig
-from evalbench.agents.http import ReplyTooLarge, deadline_transport, request_bounded
-from evalbench.agents.limits import RETRY_STATUSES, parse_retry_after
-from evalbench.conversation import TokenUsage, ToolCall
-from evalbench.errors import ConfigError
-from evalbench.redaction import redact_url, remember_secret
+from evalbench.clients.http import ReplyTooLarge, deadline_transport, request_bounded
+from evalbench.clients.limits import RETRY_STATUSES, parse_retry_after
+from evalbench.core.conversation import TokenUsage, ToolCall
+from evalbench.core.errors import ConfigError
+from evalbench.core.redaction import redact_url, remember_secret
 
 
 class OpenAICompatAgent(ChatAgent):
@@ -72,7 +72,7 @@ class OpenAICompatAgent(ChatAgent):
         """Preflight: ``GET /models`` lists the model, or else the model answers a one-token
         request. Fails on a server that cannot be reached, refuses the credentials (401/403) or
         does not know the model (404); any other answer shows the server is up, and passes."""
-        from evalbench.probes import NoAnswer, excerpt, http_probe
+        from evalbench.clients.probes import NoAnswer, excerpt, http_probe
 
         where, model = self.endpoint, self.config.model
         fix = "start the server, or fix model_config base_url"

@@ -20,7 +20,7 @@ from typing import Any
 
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.predictions_file import read_predictions
-from evalbench.conversation import AgentReply, Conversation, ReplyKind
+from evalbench.core.conversation import AgentReply, Conversation, ReplyKind
 
 log = logging.getLogger(__name__)
 LISTED = 10  # unused ids named in the warning

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.errors import ConfigError
+from evalbench.core.errors import ConfigError
 
 ID_KEYS = {"bird_interact": ("instance_id",), "evalbench": ("id",)}
 SQL_KEYS = {"bird_interact": ("pred_sqls",), "evalbench": ("generated_sql",)}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.agents import AGENTS, AgentContext
-from evalbench.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
+from evalbench.core.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
 from evalbench.results.journal.lines import conversation_key, decode_record
 from evalbench.results.journal.safe_read import MAX_LINE_BYTES, journal_lines, open_run_file
 from evalbench.results.journal.shapes import read_manifest

@@ -27,9 +27,9 @@ from sqlglot import expressions as exp
 
 from evalbench.agents import AGENTS, AgentContext
 from evalbench.agents.tools import ToolKit
-from evalbench.config_agents import FAILURE_KINDS  # noqa: F401 (re-exported; the config schema validates rates against it)
-from evalbench.conversation import AgentReply, Conversation, ReplyKind, ToolCall, conversation_seed
-from evalbench.dataset.items import knowledge_refs
+from evalbench.config.agents import FAILURE_KINDS  # noqa: F401 (re-exported; the config schema validates rates against it)
+from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, ToolCall, conversation_seed
+from evalbench.core.items import knowledge_refs
 
 DEFAULT_FAILURE_RATES = {
     "wrong_filter": 0.08,

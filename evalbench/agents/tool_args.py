@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from evalbench.json_types import json_type
+from evalbench.core.json_types import json_type
 
 RAW, PROBLEM = "_raw", "_problem"
 MAX_BYTES = 256 * 1024  # of the arguments' JSON text: a run_sql statement (64 KiB of UTF-8) escaped fits

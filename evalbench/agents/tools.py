@@ -11,7 +11,7 @@
 - A conversation may make ``per_conversation`` calls and a turn ``per_turn``; a call beyond either
   is not run and its result says to answer now (outcome ``budget``).
 - ``search_knowledge`` is BM25 over the database's knowledge entries and columns
-  (:mod:`evalbench.knowledge_index`), leaving out the entries the item's ambiguities deleted: the
+  (:mod:`evalbench.agents.knowledge_index`), leaving out the entries the item's ambiguities deleted: the
   agent is meant to ask the user about those.
 
 Each call is recorded on the reply's :class:`ToolCall` (response, outcome, latency, result size)
@@ -29,11 +29,11 @@ from typing import Any
 
 from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.config import ToolLimits
-from evalbench.conversation import MAX_SQL_BYTES, ToolCall
+from evalbench.agents.knowledge_index import KnowledgeIndex, column_documents, knowledge_documents
+from evalbench.backends.tables import TableInfo, quote_table
+from evalbench.core.conversation import MAX_SQL_BYTES, ToolCall
+from evalbench.core.execution_result import ExecutionResult
 from evalbench.dataset import Item
-from evalbench.execution_result import ExecutionResult
-from evalbench.knowledge_index import KnowledgeIndex, column_documents, knowledge_documents
-from evalbench.tables import TableInfo, quote_table
 
 log = logging.getLogger(__name__)
 

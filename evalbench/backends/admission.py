@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evalbench import deadline
 from evalbench.backends.base import ExecutionResult, Mode, SandboxLimits
-from evalbench.ratelimit import RateLimiter
-from evalbench.statements import READ_KEYWORDS, WRITE_KEYWORDS, classify_statements
+from evalbench.core import deadline
+from evalbench.core.ratelimit import RateLimiter
+from evalbench.sql.statements import READ_KEYWORDS, WRITE_KEYWORDS, classify_statements
 
 
 @dataclass

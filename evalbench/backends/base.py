@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 # the result type lives in a module of its own (conversations hold results); re-exported here
-from evalbench.execution_result import ErrorKind as ErrorKind
-from evalbench.execution_result import ExecutionResult as ExecutionResult
+from evalbench.core.execution_result import ErrorKind as ErrorKind
+from evalbench.core.execution_result import ExecutionResult as ExecutionResult
 
 if TYPE_CHECKING:
     from evalbench.backends.setup import SetupFiles

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 SUFFIX = ".evalbench"
 BUILDING = "building"  # the checksum while a rebuild is under way (never matches a setup's)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

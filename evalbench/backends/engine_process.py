@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import evalbench
-from evalbench import deadline
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.frames import FrameError, FrameTimeout, loads_reply, read_frame, write_frame
+from evalbench.core import deadline
 
 STARTUP_S = 60.0  # to start and open the database (a working copy of a large file takes a while)
 HARNESS_S = 600.0  # the harness's own requests (a fingerprint, a rollback): a backstop, not a budget

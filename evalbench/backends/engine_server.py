@@ -22,7 +22,7 @@ from typing import Any
 
 from evalbench.backends.frames import FrameError, read_frame, write_frame
 from evalbench.backends.result_cap import MAX_ERROR_CHARS, ResultCap
-from evalbench.execution_result import ExecutionResult
+from evalbench.core.execution_result import ExecutionResult
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38

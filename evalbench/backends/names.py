@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from evalbench.registry import Registry
+from evalbench.core.registry import Registry
 
 BACKENDS: Registry[Callable[[], Any]] = Registry("backend", group="evalbench.backends")
 

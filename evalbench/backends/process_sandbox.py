@@ -36,7 +36,7 @@ from evalbench.backends.base import (
 from evalbench.backends.engine_process import HARNESS_S, EngineProcess, EngineStopped
 from evalbench.backends.pool import Checkout
 from evalbench.backends.result_cap import MAX_ERROR_CHARS, ResultCap
-from evalbench.statements import split_statements
+from evalbench.sql.statements import split_statements
 
 _KINDS = {"syntax", "sql", "timeout", "forbidden", "connection", "preprocess"}
 TIMEOUT_MESSAGE = "canceling statement due to statement timeout"

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalbench.core.errors import ProvisioningError
 from evalbench.dataset.loader import database_name_problem
-from evalbench.errors import ProvisioningError
 
 
 @dataclass(frozen=True)

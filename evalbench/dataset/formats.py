@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from evalbench.dataset.items import Ambiguity, Conditions, FollowUp, Item
+from evalbench.core.items import Ambiguity, Conditions, FollowUp, Item
 
 
 class RecordProblem(ValueError):

@@ -7,7 +7,7 @@ Knowledge files are read like dataset files (:func:`evalbench.dataset.reader.ite
 UTF-8 byte-order mark is accepted, and a line that cannot be used — bytes that are not UTF-8,
 invalid JSON, a value that is not an object, an entry without a usable ``id`` — is skipped with
 a warning naming the file and the line (never a traceback); the other entries still load. A file
-that cannot be read at all is a :class:`~evalbench.errors.DatasetError` naming it.
+that cannot be read at all is a :class:`~evalbench.core.errors.DatasetError` naming it.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _entry(raw: Any) -> KnowledgeEntry:
 
 def load_file(path: Path) -> dict[int, KnowledgeEntry]:
     """The entries of one knowledge file; every line that cannot be used is logged (file:line)
-    and skipped. Raises :class:`~evalbench.errors.DatasetError` when the file cannot be read."""
+    and skipped. Raises :class:`~evalbench.core.errors.DatasetError` when the file cannot be read."""
     entries: dict[int, KnowledgeEntry] = {}
     skipped = 0
 

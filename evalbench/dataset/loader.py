@@ -16,10 +16,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalbench.core.errors import DatasetError
+from evalbench.core.items import Item, RecordError
 from evalbench.dataset.formats import FORMATS, RecordProblem, detect_format, normalise_dialect
-from evalbench.dataset.items import Item, RecordError
 from evalbench.dataset.reader import MalformedRecord, iter_json_array, iter_jsonl
-from evalbench.errors import DatasetError
 
 Group = tuple[str, str]  # (dialect, database)
 

@@ -4,7 +4,7 @@ BIRD-format JSONL files sometimes hold two objects on one physical line; a malfo
 be reported with its line number while the other records still load.
 
 Dataset files are untrusted input: every problem is a :class:`MalformedRecord` with its line
-(the loader reports it as a record error) or a :class:`~evalbench.errors.DatasetError` — never a
+(the loader reports it as a record error) or a :class:`~evalbench.core.errors.DatasetError` — never a
 traceback, never a record dropped silently. A UTF-8 byte-order mark is accepted; bytes that are
 not UTF-8, a NUL character or a lone surrogate (``"\\ud800"``) in a string, a number out of range
 (``1e999``, ``NaN``, an integer of more than :data:`MAX_INT_DIGITS` digits) and values nested
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evalbench.errors import DatasetError
+from evalbench.core.errors import DatasetError
 
 MAX_DEPTH = 100  # levels of nested objects and arrays in one record
 MAX_INT_DIGITS = 1000  # an integer with more digits is out of range

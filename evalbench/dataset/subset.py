@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from evalbench.errors import ConfigError
+from evalbench.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from evalbench.dataset.items import Item
+    from evalbench.core.items import Item
     from evalbench.dataset.loader import Dataset
 
 Key = tuple[str, str]  # (dialect, item id)

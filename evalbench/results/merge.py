@@ -1,7 +1,7 @@
 """Shards of one run (``--shard i/n``) joined into one run directory, as if the run had not been
 split: one journal, one manifest (every shard's sessions), scores_native.csv, the summary and
 every report. ``evalbench merge`` joins finished shards (:func:`merge_shards`); ``run --workers``
-feeds :class:`MergedRun` the shards' records while they run (:mod:`evalbench.workers`), so little
+feeds :class:`MergedRun` the shards' records while they run (:mod:`evalbench.run.parallel.processes`), so little
 is left to do when they end. Either way each record is parsed once and goes to every output.
 
 The shards must be shards of the same run: the same config fingerprint (the settings that make
@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalbench.errors import ConfigError
+from evalbench.core.errors import ConfigError
 from evalbench.results.journal.files import JOURNAL, OutputError, create_new, write_atomic
 from evalbench.results.journal.lines import conversation_key
 from evalbench.results.journal.reader import JournalStats, read_journal

@@ -12,13 +12,13 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalbench.registry import Registry
-from evalbench.scores import Score
+from evalbench.core.registry import Registry
+from evalbench.core.scores import Score
 
 __all__ = ["SCORERS", "Score", "Scorer", "ScorerFactory", "build_scorers"]
 
 if TYPE_CHECKING:
-    from evalbench.conversation import Conversation, PhaseRecord
+    from evalbench.core.conversation import Conversation, PhaseRecord
 
 
 class Scorer(Protocol):
@@ -69,8 +69,8 @@ SCORERS = _ScorerRegistry("scorer", group="evalbench.scorers")  # plugins: docs/
 def scorer_problem(name: str, options: dict[str, Any] | None = None) -> str | None:
     """Why ``name`` with ``options`` cannot be a scorer (unknown, a plugin that does not load,
     options its ``Config`` refuses), or None."""
-    from evalbench.plugin_config import parse_options
-    from evalbench.registry import PluginError
+    from evalbench.config.plugins import parse_options
+    from evalbench.core.registry import PluginError
 
     if name not in SCORERS:
         return f"unknown scorer {name!r} (known: {', '.join(SCORERS.names())})"
@@ -83,7 +83,7 @@ def scorer_problem(name: str, options: dict[str, Any] | None = None) -> str | No
 
 def build_scorers(spec: Mapping[str, dict[str, Any] | None]) -> list[Scorer]:
     """One scorer per entry; a factory with a pydantic ``Config`` gets its options as that model."""
-    from evalbench.plugin_config import parse_options
+    from evalbench.config.plugins import parse_options
 
     scorers = []
     for name, options in spec.items():

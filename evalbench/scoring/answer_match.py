@@ -48,7 +48,7 @@ import re
 from typing import Any
 
 from evalbench.backends.base import ExecutionResult
-from evalbench.conversation import Conversation, PhaseRecord
+from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.answer_rules import (
     Context,

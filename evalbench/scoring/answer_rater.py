@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalbench.agents.chat import truncate
-from evalbench.conversation import Conversation, PhaseRecord
-from evalbench.errors import ConfigError
+from evalbench.core.conversation import Conversation, PhaseRecord
+from evalbench.core.errors import ConfigError
 from evalbench.scoring import Score
 from evalbench.scoring.llmrater import QUESTION_CHARS, LlmRater, prompt_values
 

@@ -9,12 +9,12 @@ from typing import Any
 import sqlglot
 from sqlglot import expressions as exp
 
-from evalbench.conversation import Conversation, PhaseRecord
+from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score, bird_compare
 from evalbench.scoring.compare import compare
 from evalbench.scoring.hard_coded import READS_NO_TABLE, hard_coded
 from evalbench.scoring.semantics import ResultRules
-from evalbench.statements import last_statement, sqlglot_dialect
+from evalbench.sql.statements import last_statement, sqlglot_dialect
 
 
 @lru_cache(maxsize=1024)

@@ -32,10 +32,10 @@ alone; a value that contains a placeholder is not expanded):
 
 Each SQL is cut at :data:`SQL_CHARS` characters and the question at :data:`QUESTION_CHARS`.
 
-**Calls.** The client is made when the scorer is built (:func:`evalbench.genai_client.make_genai_client`:
+**Calls.** The client is made when the scorer is built (:func:`evalbench.clients.genai.make_genai_client`:
 API key from ``api_key_env``, or Vertex AI), so a missing key is a :class:`ConfigError` before the
 run starts. A call that fails with 429, any 5xx, a connection error or a timeout is sent again after
-:func:`~evalbench.agents.limits.backoff_delay` (``Retry-After`` honoured), up to ``max_retries``
+:func:`~evalbench.clients.limits.backoff_delay` (``Retry-After`` honoured), up to ``max_retries``
 times; the judge has no side effects. Malformed replies are not retried (at temperature 0 with the
 same seed they would likely repeat). :meth:`LlmRater.describe` is what the run manifest records.
 The score carries the token usage of every response the votes received (``Score.usage``),
@@ -56,16 +56,16 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from evalbench import deadline
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
-from evalbench.agents.limits import CallLimiter, backoff_delay
 from evalbench.backends.base import ExecutionResult
-from evalbench.config_types import GenaiClientOptions, ResolvedPath
-from evalbench.conversation import Conversation, Phase, PhaseRecord
+from evalbench.clients.limits import CallLimiter, backoff_delay
+from evalbench.config.types import GenaiClientOptions, ResolvedPath
+from evalbench.core import deadline
+from evalbench.core.conversation import Conversation, Phase, PhaseRecord
+from evalbench.core.usage import CallUsage
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.more import _comparable, _config_error, compared_result
-from evalbench.usage import CallUsage
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ class LlmRater:
     def __init__(self, options: dict[str, Any] | None) -> None:
         from google.genai import types
 
-        from evalbench.genai_client import make_genai_client
+        from evalbench.clients.genai import make_genai_client
 
         self.options = parse_options(options)
         self.prompt_path, self.template, self.prompt_sha256 = load_prompt(
@@ -329,7 +329,7 @@ class LlmRater:
 
     @property
     def endpoint(self) -> str | None:
-        from evalbench.redaction import redact_url
+        from evalbench.core.redaction import redact_url
 
         return redact_url(self.options.base_url) if self.options.base_url else None
 
@@ -397,7 +397,7 @@ class LlmRater:
         Raises :class:`CallFailed`."""
         from google.genai import types
 
-        from evalbench.genai_client import count_call, generate, response_text
+        from evalbench.clients.genai import count_call, generate, response_text
 
         contents = [types.Content(role="user", parts=[types.Part(text=prompt)])]
         response = generate(self.client, self.options.model, contents, self.generation[index],

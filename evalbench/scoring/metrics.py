@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalbench.conversation import Conversation, PhaseRecord
+from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score
 
 

@@ -19,8 +19,8 @@ import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.backends.base import ExecutionResult
-from evalbench.conversation import Conversation, Phase, PhaseRecord
-from evalbench.errors import ConfigError
+from evalbench.core.conversation import Conversation, Phase, PhaseRecord
+from evalbench.core.errors import ConfigError
 from evalbench.results.journal.record import REWARDS
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import normalise_rows

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalbench.conversation import PhaseRecord
+    from evalbench.core.conversation import PhaseRecord
 
 CATEGORIES = ("Query", "Management")
 PHASES = ("main", "follow_up")

@@ -26,7 +26,7 @@ from evalbench.scoring.temp_objects import writes_only_temporary
 
 if TYPE_CHECKING:
     from evalbench.backends.base import ExecutionResult, Sandbox
-    from evalbench.conversation import PhaseRecord
+    from evalbench.core.conversation import PhaseRecord
 
 Semantics = Literal["bird_interact", "evalbench"]
 SEMANTICS: tuple[str, ...] = ("bird_interact", "evalbench")
@@ -104,7 +104,7 @@ def execute_golden(sandbox: Sandbox, phase: PhaseRecord, rules: ResultRules) -> 
 def golden_mode(phase: PhaseRecord, run: list[str]) -> Literal["read", "write"]:
     """Write mode (rolled back) for a management task, or a golden script that writes (a
     temporary table filled before the final query); read mode otherwise."""
-    from evalbench.statements import READ_KEYWORDS, split_statements, statement_kind
+    from evalbench.sql.statements import READ_KEYWORDS, split_statements, statement_kind
 
     writes = any(statement_kind(s)[0] not in READ_KEYWORDS for text in run for s in split_statements(text))
     return "write" if writes or not phase.is_query else "read"

@@ -17,10 +17,10 @@ from typing import Any
 
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.fingerprint import differences
-from evalbench.conversation import Conversation, PhaseRecord
+from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, normalise_rows
-from evalbench.statements import split_statements
+from evalbench.sql.statements import split_statements
 
 
 @SCORERS.register("state_match")

@@ -15,7 +15,7 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 
-from evalbench.statements import split_statements
+from evalbench.sql.statements import split_statements
 
 _READS = (exp.Query,)  # SELECT, UNION, ... (a SELECT INTO is checked apart)
 

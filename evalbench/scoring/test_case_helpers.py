@@ -61,7 +61,7 @@ class Helpers:
         none), or with ``cursor_result`` a DB-API-like description, rows and row count."""
         import psycopg
 
-        from evalbench.statements import statement_kind
+        from evalbench.sql.statements import statement_kind
 
         if not self.commit_each and statement_kind(statement)[0] in TRANSACTION_CONTROL:
             raise psycopg.ProgrammingError("transaction control is not available to test cases "
@@ -104,7 +104,7 @@ class Helpers:
             self.conn.commit() if op == "commit" else self.conn.rollback()
 
     def perform_query_on_postgresql_databases(self, query: str, db_name: str = "", conn: Any = None) -> tuple[Any, Any]:
-        from evalbench.statements import split_statements
+        from evalbench.sql.statements import split_statements
 
         result = None
         for statement in split_statements(query) or [query]:

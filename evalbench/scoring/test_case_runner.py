@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalbench import deadline
+from evalbench.core import deadline
 
 VERDICT_PREFIX = "evalbench-test-case-verdict "  # what the child writes, one line per test case
 OUTPUT_KEPT = 4_000  # characters of the child's stderr kept for a crash message
@@ -104,7 +104,7 @@ _live_lock = threading.Lock()
 
 
 def cancel_all() -> None:
-    """Kill every running test-case process group; none starts after :func:`evalbench.deadline.cancel`."""
+    """Kill every running test-case process group; none starts after :func:`evalbench.core.deadline.cancel`."""
     with _live_lock:
         for proc in list(_live):
             _kill(proc)

@@ -71,7 +71,7 @@ def serve(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
 def prepare(conn: Any, spec: dict[str, Any], timeout_ms: int, commit_each: bool) -> tuple[Helpers, dict[str, Any] | None]:
     """The phase's preprocess SQL, then the predicted SQL once (as BIRD-Interact's harness does;
     test cases may run it again): the helpers, or the verdict every case gets."""
-    from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
+    from evalbench.sql.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
     helpers = Helpers(conn, timeout_ms, commit_each)
     _, error, timeout = helpers.execute_queries(list(spec.get("preprocess_sql") or []), spec.get("db_name", ""), None)

@@ -16,7 +16,7 @@ import logging
 from contextlib import nullcontext
 from typing import Any
 
-from evalbench.conversation import Conversation, Phase, PhaseRecord
+from evalbench.core.conversation import Conversation, Phase, PhaseRecord
 from evalbench.dataset import Item
 from evalbench.scoring import SCORERS, Score
 from evalbench.scoring.test_case_runner import TestCaseVerdict, run_test_cases

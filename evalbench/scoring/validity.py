@@ -34,12 +34,12 @@ import sqlglot
 from sqlglot import exp
 
 from evalbench.backends.base import ExecutionResult, Sandbox
-from evalbench.conversation import PhaseRecord, follow_up_phase
+from evalbench.core.conversation import PhaseRecord, follow_up_phase
 from evalbench.dataset import Item
 from evalbench.scoring.execution import golden_is_ordered, tie_key_positions
 from evalbench.scoring.semantics import ResultRules, execute_golden, golden_mode, golden_problem
 from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
-from evalbench.statements import last_statement, split_statements, sqlglot_dialect
+from evalbench.sql.statements import last_statement, split_statements, sqlglot_dialect
 
 REMEMBERED = 4096  # phases whose findings a GoldenCheck keeps
 # A write statement that changes nothing the test cases look at: the "wrong answer" every test

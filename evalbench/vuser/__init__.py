@@ -11,10 +11,10 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalbench.registry import Registry
+from evalbench.core.registry import Registry
 
 if TYPE_CHECKING:
-    from evalbench.conversation import Conversation, VUserReply
+    from evalbench.core.conversation import Conversation, VUserReply
     from evalbench.dataset.knowledge import Knowledge
 
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot.errors import TokenError
 
-from evalbench.statements import _tokenizer
+from evalbench.sql.statements import _tokenizer
 
 if TYPE_CHECKING:
-    from evalbench.conversation import Conversation, VUserAction
+    from evalbench.core.conversation import Conversation, VUserAction
 
 RUN = 4  # consecutive golden SQL tokens that make a leak
 # Qualified names split at "." as sqlglot's tokenizer splits the golden SQL (o.order_ts -> o . order_ts).

@@ -42,7 +42,7 @@ user message, with no system instruction. Placeholders of the encode template:
 - ``{ambiguities}``: one line per ``critical`` / ``knowledge`` ambiguity of the item:
   ``- "<term>" -> <sql snippet> (<type>)``, or ``(none)``;
 - ``{golden_clauses}``: the clauses of each golden SQL of the phase
-  (:func:`evalbench.sqlclauses.golden_clauses`), one per line.
+  (:func:`evalbench.sql.clauses.golden_clauses`), one per line.
 
 Placeholders of the decode template:
 
@@ -63,7 +63,7 @@ first 16 hex digits of its SHA-256, so a run's manifest names the prompts it use
 off). ``temperature`` and ``seed`` (default: the run seed) go in every generation config. A call
 that fails for a reason that may pass — 429, 500, 503, 504, a connection error, a timeout, an
 empty completion, a malformed response — is retried with
-:func:`~evalbench.agents.limits.backoff_delay` (``Retry-After`` honoured) up to
+:func:`~evalbench.clients.limits.backoff_delay` (``Retry-After`` honoured) up to
 ``retry.max_retries`` times; other failures (another HTTP status, a blocked prompt) are not.
 When a step cannot complete, :meth:`LlmVirtualUser.answer` returns an error reply; it never
 raises. Every reply's audit lists the model calls made (``calls``) and the raw encode output
@@ -83,20 +83,20 @@ from typing import Any
 
 from google.genai import types
 
-from evalbench import deadline
 from evalbench.agents.chat import CallFailed, truncate
 from evalbench.agents.config import default_prompt
-from evalbench.agents.limits import CallLimiter, backoff_delay
+from evalbench.clients.genai import count_call, generate, make_genai_client, response_text
+from evalbench.clients.limits import CallLimiter, backoff_delay
 from evalbench.config import LlmVUserConfig
-from evalbench.conversation import Conversation, VUserAction, VUserReply
+from evalbench.core import deadline
+from evalbench.core.conversation import Conversation, VUserAction, VUserReply
+from evalbench.core.errors import ConfigError
+from evalbench.core.redaction import redact_url
+from evalbench.core.usage import CallUsage
 from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
-from evalbench.errors import ConfigError
-from evalbench.genai_client import count_call, generate, make_genai_client, response_text
-from evalbench.redaction import redact_url
-from evalbench.sqlclauses import golden_clauses
-from evalbench.statements import sqlglot_dialect
-from evalbench.usage import CallUsage
+from evalbench.sql.clauses import golden_clauses
+from evalbench.sql.statements import sqlglot_dialect
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
 from evalbench.vuser.rules import REFUSAL
@@ -489,7 +489,7 @@ class LlmVirtualUser:
 
     def probe(self, timeout_s: float) -> str:
         """Preflight: credentials present, and a ``base_url`` (if any) accepts connections."""
-        from evalbench.probes import genai_probe
+        from evalbench.clients.probes import genai_probe
 
         return genai_probe(self.config, self.project, self.endpoint, "vuser_model_config", timeout_s)
 

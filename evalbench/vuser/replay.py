@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.agents.replay import ReplaySession, recorded_part
-from evalbench.conversation import Conversation, VUserAction, VUserReply
+from evalbench.core.conversation import Conversation, VUserAction, VUserReply
+from evalbench.core.usage import CallUsage
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.results.journal.shapes import read_manifest
-from evalbench.usage import CallUsage
 from evalbench.vuser import VUSERS
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')

@@ -14,10 +14,10 @@ import difflib
 import re
 from typing import Any
 
-from evalbench.conversation import Conversation, VUserAction, VUserReply
+from evalbench.core.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset.knowledge import Knowledge
-from evalbench.sqlclauses import golden_clauses, identifiers
-from evalbench.statements import sqlglot_dialect
+from evalbench.sql.clauses import golden_clauses, identifiers
+from evalbench.sql.statements import sqlglot_dialect
 from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
 

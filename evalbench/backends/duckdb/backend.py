@@ -13,7 +13,7 @@ from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLim
 from evalbench.backends.duckdb.files import database_file, is_current, provision_file
 from evalbench.backends.duckdb.sandbox import DuckDBSandbox
 from evalbench.backends.setup import SetupFiles
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

@@ -32,7 +32,7 @@ from evalbench.backends.engine_server import EngineFailure, collect, reply_of
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.result_cap import ResultCap
 from evalbench.backends.watchdog import Watchdog
-from evalbench.execution_result import ExecutionResult
+from evalbench.core.execution_result import ExecutionResult
 
 # DuckDB's statement types each mode allows (its parser's view; SHOW/DESCRIBE/SUMMARIZE are SELECT)
 READ_TYPES = frozenset({"SELECT", "EXPLAIN"})

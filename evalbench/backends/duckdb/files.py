@@ -22,8 +22,8 @@ from evalbench.backends import build_record, dbfile
 from evalbench.backends.base import Provisioned
 from evalbench.backends.build_record import BUILDING, Catalog, definition
 from evalbench.backends.setup import SetupFiles, load_csv
-from evalbench.errors import ProvisioningError
-from evalbench.statements import split_statements
+from evalbench.core.errors import ProvisioningError
+from evalbench.sql.statements import split_statements
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

@@ -16,7 +16,7 @@ from evalbench.backends.mysql.provision import admin_connection, ensure_meta, no
 from evalbench.backends.mysql.sandbox import MySQLSandbox
 from evalbench.backends.mysql.target import MySQLTarget, quote, resolve_target
 from evalbench.backends.setup import SetupFiles
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 
 import pymysql
 
-from evalbench import deadline
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.mysql import counters, identities
 from evalbench.backends.mysql.identities import Identity, Logins, execute, rows
 from evalbench.backends.mysql.provision import admin_connection
 from evalbench.backends.mysql.target import MySQLTarget
+from evalbench.core import deadline
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -33,7 +33,7 @@ from typing import Any
 import pymysql
 
 from evalbench.backends.mysql.target import quote
-from evalbench.errors import SandboxError
+from evalbench.core.errors import SandboxError
 
 META = "evalbench_meta"
 USER_PREFIX = "evalbench_"

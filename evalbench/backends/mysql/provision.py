@@ -31,8 +31,8 @@ from evalbench.backends.mysql import catalog, counters, identities
 from evalbench.backends.mysql.identities import META, Logins, execute, rows
 from evalbench.backends.mysql.target import MySQLTarget, quote
 from evalbench.backends.setup import SetupFiles, value_batches
-from evalbench.errors import ProvisioningError
-from evalbench.statements import split_statements
+from evalbench.core.errors import ProvisioningError
+from evalbench.sql.statements import split_statements
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

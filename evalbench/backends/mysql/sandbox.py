@@ -33,7 +33,6 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from evalbench import deadline
 from evalbench.backends.admission import admit, rate_limiter
 from evalbench.backends.base import Actor, DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
@@ -44,7 +43,8 @@ from evalbench.backends.mysql.target import MySQLTarget, quote
 from evalbench.backends.pool import Checkout
 from evalbench.backends.result_cap import ResultCap
 from evalbench.backends.watchdog import Watchdog
-from evalbench.statements import WRITE_KEYWORDS, split_statements, statement_kind
+from evalbench.core import deadline
+from evalbench.sql.statements import WRITE_KEYWORDS, split_statements, statement_kind
 
 DDL = frozenset({"CREATE", "ALTER", "DROP", "TRUNCATE", "COMMENT", "RENAME"})
 _TIMEOUT_CODES = {1969, 3024, 1317, 1028}  # max_statement_time, max_execution_time, interrupted, sort aborted

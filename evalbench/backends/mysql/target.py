@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

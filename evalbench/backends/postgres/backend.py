@@ -18,8 +18,8 @@ from evalbench.backends.postgres.sandbox import Identities, Sandbox
 from evalbench.backends.postgres.schema import describe_schema
 from evalbench.backends.postgres.target import DatabaseTarget, libpq_conninfo, resolve_target
 from evalbench.backends.setup import SetupFiles
-from evalbench.errors import ProvisioningError
-from evalbench.probes import first_line
+from evalbench.clients.probes import first_line
+from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

@@ -30,7 +30,7 @@ from evalbench.backends.postgres.backend import PostgresBackend, open_sandbox
 from evalbench.backends.postgres.sandbox import Sandbox
 from evalbench.backends.postgres.target import DatabaseTarget, resolve_target
 from evalbench.backends.setup import SetupFiles
-from evalbench.errors import ConfigError
+from evalbench.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

@@ -12,7 +12,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 _lock = threading.Lock()
 _servers: dict[Path, object] = {}

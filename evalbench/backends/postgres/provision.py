@@ -35,7 +35,7 @@ from evalbench.backends.postgres.serial import SEQUENCE_STATE, WRITES_LOCK, rest
 from evalbench.backends.postgres.target import DatabaseTarget, pg_message
 from evalbench.backends.setup import SetupFiles, value_batches
 from evalbench.backends.setup import find_setup as _find_setup
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 log = logging.getLogger(__name__)
 

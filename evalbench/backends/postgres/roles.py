@@ -38,7 +38,7 @@ from evalbench.backends.postgres.target import (
     DatabaseTarget,
     pg_message,
 )
-from evalbench.errors import SandboxError
+from evalbench.core.errors import SandboxError
 
 # What only a superuser may set, set on the login roles: their sessions publish no statement text.
 QUIET_SETTINGS = {"track_activities": "off"}

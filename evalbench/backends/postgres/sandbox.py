@@ -9,7 +9,7 @@ through a lazy pool of its own. Executions that may write hold the database's wr
 (:mod:`.serial`), which puts the sequences back.
 
 The statement timeout is the budget of the whole execution (re-armed before every statement with
-what is left of it, and never beyond the conversation's deadline: :mod:`evalbench.deadline`).
+what is left of it, and never beyond the conversation's deadline: :mod:`evalbench.core.deadline`).
 Rows are streamed a few at a time and kept up to the row and byte caps
 (:class:`~evalbench.backends.result_cap.ResultCap`): a query is then cancelled on the server; the
 rows of other statements are dropped as they arrive. Statements go through the extended query
@@ -33,7 +33,6 @@ from typing import Any
 import psycopg
 from sqlalchemy.pool import QueuePool
 
-from evalbench import deadline
 from evalbench.backends.admission import admit, admit_script
 from evalbench.backends.base import (
     Actor,
@@ -51,8 +50,9 @@ from evalbench.backends.postgres.serial import SEQUENCE_STATE, SequenceState, Se
 from evalbench.backends.postgres.target import pg_message
 from evalbench.backends.result_cap import ResultCap
 from evalbench.backends.watchdog import Watchdog
-from evalbench.ratelimit import RateLimiter
-from evalbench.statements import STREAM_KEYWORDS, statement_kind
+from evalbench.core import deadline
+from evalbench.core.ratelimit import RateLimiter
+from evalbench.sql.statements import STREAM_KEYWORDS, statement_kind
 
 log = logging.getLogger(__name__)
 

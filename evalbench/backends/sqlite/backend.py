@@ -10,7 +10,7 @@ from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLim
 from evalbench.backends.setup import SetupFiles
 from evalbench.backends.sqlite.files import database_file, is_current, provision_file, read_marks
 from evalbench.backends.sqlite.sandbox import SQLiteSandbox
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

@@ -24,7 +24,7 @@ from urllib.parse import quote
 from evalbench.backends.engine_server import EngineFailure, collect, reply_of
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.result_cap import ResultCap
-from evalbench.execution_result import ExecutionResult
+from evalbench.core.execution_result import ExecutionResult
 
 MAX_LENGTH = 16 * 1024 * 1024  # bytes of one string or blob (randomblob(1e9) is refused, not allocated)
 _PROGRESS_STEPS = 2_000  # virtual machine steps between two looks at the clock

@@ -23,7 +23,7 @@ from evalbench.backends.base import Provisioned
 from evalbench.backends.build_record import Catalog, definition
 from evalbench.backends.setup import SetupFiles, load_csv
 from evalbench.backends.sqlite.engine import DENIED_FUNCTIONS
-from evalbench.errors import ProvisioningError
+from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
     from evalbench.config import DatabaseConfig

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalbench.errors import EvalbenchError, RunDirError
+from evalbench.core.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal

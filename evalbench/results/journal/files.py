@@ -1,6 +1,6 @@
 """Where a run's files are written, and how: the journal's name, the error that stops a run when a
 file cannot be written, and whole-file writes through a temporary file renamed into place.
-Shared by the run writer (:mod:`evalbench.results.journal.rundir`) and ``--resume`` (:mod:`evalbench.resume`)."""
+Shared by the run writer (:mod:`evalbench.results.journal.rundir`) and ``--resume`` (:mod:`evalbench.run.resume`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from evalbench.errors import EvalbenchError, RunDirError
+from evalbench.core.errors import EvalbenchError, RunDirError
 
 JOURNAL = "conversations.jsonl"
 
@@ -47,7 +47,7 @@ def create_new(path: Path) -> int:
 
 def open_append(path: Path) -> int:
     """A file descriptor appending to the regular file at ``path`` (created when missing). A
-    symlink, a FIFO, a device or a directory there is refused (:class:`~evalbench.errors.RunDirError`),
+    symlink, a FIFO, a device or a directory there is refused (:class:`~evalbench.core.errors.RunDirError`),
     never followed or waited on; another OS error is raised as it is."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:

@@ -4,7 +4,7 @@
 (killed mid-write) is ignored with a warning, a line that is not a conversation record is
 skipped with a warning naming its line, and a conversation recorded twice counts once — its
 last complete record — with a warning. It does not rewrite the journal (``evalbench run
---resume`` repairs it: :func:`evalbench.resume.repair_journal`).
+--resume`` repairs it: :func:`evalbench.run.resume.repair_journal`).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def _index(run_dir: Path, handle: BinaryIO) -> _Index:
 def journal_stats(run_dir: Path | str) -> JournalStats:
     """What :func:`read_journal` finds in ``run_dir``'s journal: conversations, cut-short,
     unreadable and duplicate lines. A journal that cannot be read (missing, not a regular file
-    inside the run directory) is a :class:`~evalbench.errors.RunDirError`."""
+    inside the run directory) is a :class:`~evalbench.core.errors.RunDirError`."""
     with open_run_file(Path(run_dir), JOURNAL) as handle:
         assert handle is not None
         return _index(Path(run_dir), handle).stats
@@ -132,7 +132,7 @@ def read_journal(run_dir: Path | str) -> Generator[dict[str, Any], None, None]:
     """The conversation records of a run, in completion order, each conversation once (its last
     complete record); lines cut short or unreadable are skipped with a warning. A journal that
     cannot be read (missing, not a regular file inside the run directory) is a
-    :class:`~evalbench.errors.RunDirError`, raised on the first ``next()``."""
+    :class:`~evalbench.core.errors.RunDirError`, raised on the first ``next()``."""
     run_dir = Path(run_dir)
     with open_run_file(run_dir, JOURNAL) as handle:
         assert handle is not None

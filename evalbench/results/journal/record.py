@@ -34,10 +34,10 @@ from decimal import Decimal
 from typing import Any
 
 from evalbench.backends.base import ExecutionResult
-from evalbench.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
-from evalbench.redaction import scrub, scrub_value
+from evalbench.core.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
+from evalbench.core.redaction import scrub, scrub_value
+from evalbench.core.scores import Score
 from evalbench.results.summary.taxonomy import diagnosis_field
-from evalbench.scores import Score
 
 SCHEMA_VERSION = 1
 

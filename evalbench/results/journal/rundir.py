@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evalbench.conversation import Conversation
-from evalbench.prices import PriceTable, RunPricing
+from evalbench.config.prices import PriceTable, RunPricing
+from evalbench.core.conversation import Conversation
 from evalbench.results.journal.csvsafe import safe_row
 from evalbench.results.journal.files import JOURNAL, OutputError, create_new, open_append, write_atomic
 from evalbench.results.journal.record import CAPS, Caps, bounded_record, clean_text, clean_value
@@ -95,7 +95,7 @@ class RunWriter:
 
     def _repair(self, run_again: frozenset[str] | None) -> Any:
         """Resume: the journal repaired; its finished conversations count as if this process had run them."""
-        from evalbench.resume import RUN_AGAIN, repair_journal
+        from evalbench.run.resume import RUN_AGAIN, repair_journal
 
         try:
             return repair_journal(self.run_dir, self._replay, run_again or RUN_AGAIN)

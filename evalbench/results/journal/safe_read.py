@@ -9,7 +9,7 @@ of the folder is refused before it is read, so nothing hangs or reads forever), 
 read up to :data:`MAX_JSON_BYTES`, a journal line up to :data:`MAX_LINE_BYTES` (a longer one is
 skipped without being held), and JSON nested deeper than :data:`MAX_DEPTH` is refused (the
 readers' recursive code stays far from Python's recursion limit). Every refusal is a
-:class:`~evalbench.errors.RunDirError` naming the file: exit 2, never a traceback.
+:class:`~evalbench.core.errors.RunDirError` naming the file: exit 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evalbench.errors import RunDirError
+from evalbench.core.errors import RunDirError
 
 MAX_JSON_BYTES = 32 * 1024 * 1024  # manifest.json, summary.json: a few kB to a few MB when evalbench writes them
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a journal record is capped at 64 KiB (a very long conversation may exceed it)

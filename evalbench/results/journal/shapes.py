@@ -3,7 +3,7 @@ manifest, a summary. A file read from a run directory (:mod:`~evalbench.results.
 is checked against these models before any reader touches it, so a value of the wrong type
 (a list for an object, a string for a number, null, a count of 10**18, a shard ``1/99999999999``)
 is refused where it is read — a journal line is skipped as "not a conversation record", a manifest
-or summary is a :class:`~evalbench.errors.RunDirError` naming the file and the key — instead of
+or summary is a :class:`~evalbench.core.errors.RunDirError` naming the file and the key — instead of
 crashing (or looping) later in whichever reader meets it.
 
 The models check types only, and allow every other key (the files hold more than the readers
@@ -20,8 +20,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from evalbench.errors import RunDirError
-from evalbench.json_types import json_type
+from evalbench.core.errors import RunDirError
+from evalbench.core.json_types import json_type
 from evalbench.results.journal.safe_read import read_json
 
 MAX_COUNT = 10**9  # items, conversations, rows: far above any real run, far below a loop that never ends

@@ -3,7 +3,7 @@ since the last one. A line is complete once its newline is written (the writer a
 lines, or cuts a half line off again: :class:`~evalbench.results.journal.rundir.RunWriter`).
 
 The journal is opened as every run-directory file is (:func:`~evalbench.results.journal.safe_read.open_run_file`):
-a FIFO, a device or a symlink out of the folder is a :class:`~evalbench.errors.RunDirError`;
+a FIFO, a device or a symlink out of the folder is a :class:`~evalbench.core.errors.RunDirError`;
 each call reads at most :data:`POLL_BYTES`, and a line longer than
 :data:`~evalbench.results.journal.safe_read.MAX_LINE_BYTES` is dropped, not held.
 """

@@ -5,7 +5,7 @@ Roles: ``agent`` (the agent's replies; ``calls`` counts replies, each of which m
 model calls, and the model is the agent's configured one), ``vuser`` (the virtual user's model
 calls) and ``judge:<scorer>`` (each scorer that called a model, over every phase and every
 debugging attempt). A role's ``cost_usd`` is its tokens priced by the run's price table
-(:mod:`evalbench.prices`): ``null`` when the model has no price (its tokens are still counted),
+(:mod:`evalbench.config.prices`): ``null`` when the model has no price (its tokens are still counted),
 0 when it spent no token. The record's ``cost_usd`` is the sum, ``null`` when a role's cost is.
 A role replayed from another run (``evalbench rescore``: the agent, the virtual user) says
 ``"replayed": true``: its usage is the source run's, no call was made again.
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalbench.conversation import Conversation
-from evalbench.prices import RunPricing
-from evalbench.usage import CallUsage
+from evalbench.config.prices import RunPricing
+from evalbench.core.conversation import Conversation
+from evalbench.core.usage import CallUsage
 
 AGENT, VUSER, JUDGE = "agent", "vuser", "judge:"
 

@@ -18,13 +18,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from evalbench.errors import EvalbenchError
+from evalbench.core.errors import EvalbenchError
+from evalbench.core.terminal import escape
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.render.sqldiff import sql_diff
 from evalbench.results.summary.cost import usd
 from evalbench.results.summary.taxonomy import diagnose
-from evalbench.terminal import escape
 
 CLOSE_IDS = 5  # close matches named when an item is not in the journal
 CELL = 24  # characters of one preview cell

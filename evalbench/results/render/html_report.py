@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalbench.conversation import Outcome
+from evalbench.core.conversation import Outcome
 from evalbench.results.journal.files import JOURNAL, write_atomic_with
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from evalbench.gates import GateResult
+from evalbench.results.gates import GateResult
 from evalbench.results.journal.csvsafe import safe_row
 from evalbench.results.journal.files import write_atomic, write_atomic_with
 from evalbench.results.journal.reader import JournalStats, read_journal

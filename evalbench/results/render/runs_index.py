@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.errors import EvalbenchError, RunDirError
+from evalbench.core.errors import EvalbenchError, RunDirError
+from evalbench.core.terminal import escape
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.safe_read import open_run_file
 from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.html_page import format_stamp
-from evalbench.terminal import escape
 
 RUN_FILES = ("manifest.json", JOURNAL, "summary.json")
 MAX_CELL = 56  # characters of a column of the text table (--json has the whole text)

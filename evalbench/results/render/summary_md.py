@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evalbench.gates import GateResult
+from evalbench.results.gates import GateResult
 from evalbench.results.summary.aggregate import tools_text, verdict_notes
 from evalbench.results.summary.cost import COST_HEADER, cost_lines, cost_rows
 

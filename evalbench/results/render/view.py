@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.errors import RunDirError
+from evalbench.core.errors import RunDirError
 from evalbench.results.journal.files import OutputError, write_atomic
 from evalbench.results.journal.lines import conversation_key, trial_of
 from evalbench.results.journal.reader import read_journal

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalbench.conversation import Outcome
+from evalbench.core.conversation import Outcome
 from evalbench.results.journal.lines import invalid_reason, phase_passed
 from evalbench.results.summary.clustered import ItemCounts
 from evalbench.results.summary.cost import CostTally

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from evalbench.errors import EvalbenchError, RunDirError
+from evalbench.core.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL, write_atomic
 from evalbench.results.journal.lines import invalid_reason, trial_of
 from evalbench.results.journal.reader import read_journal

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalbench.conversation import Phase
+from evalbench.core.conversation import Phase
 from evalbench.results.journal.lines import phase_passed
 from evalbench.results.journal.record import REWARDS  # a solved phase's reward: (first try, after debugging)
 

@@ -117,7 +117,7 @@ class Diagnosis:
         return {"kind": self.kind.value, "phase": self.phase, "message": self.message, "flags": list(self.flags)}
 
 
-# Outcomes (evalbench.conversation.Outcome values) that end a phase early, and their kind.
+# Outcomes (evalbench.core.conversation.Outcome values) that end a phase early, and their kind.
 OUTCOME_KINDS: dict[str, FailureKind] = {
     "timeout": FailureKind.TIMEOUT,
     "agent_error": FailureKind.AGENT_ERROR,

@@ -1,0 +1,83 @@
+"""`evalbench db`: the tables of a run config's databases — row counts, columns and types — and
+the knowledge entries that mention each table.
+
+Each database is provisioned through its backend as a run would (created or reused from its
+setup) and read through its sandbox in read mode only: catalog queries and ``count(*)``
+(:mod:`evalbench.backends.tables`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalbench.backends.tables import TableInfo, match_knowledge, read_tables
+from evalbench.config import RunConfig
+from evalbench.core.errors import ConfigError, EvalbenchError
+from evalbench.dataset import Dataset
+from evalbench.dataset.knowledge import load_knowledge
+from evalbench.run import databases
+
+
+@dataclass
+class DatabaseInfo:
+    dialect: str
+    database: str
+    tables: list[TableInfo]
+    knowledge_entries: int
+    knowledge_unmatched: list[int]  # entries that name no table
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"dialect": self.dialect, "database": self.database, "tables": [t.as_dict() for t in self.tables],
+                "knowledge_entries": self.knowledge_entries, "knowledge_unmatched": self.knowledge_unmatched}
+
+
+def _groups(config: RunConfig, only: str | None) -> list[tuple[str, str]]:
+    dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
+    groups = sorted(dataset.scan().groups)
+    if only is None:
+        return groups
+    chosen = [g for g in groups if only in (g[1], f"{g[0]}/{g[1]}")]
+    if not chosen:
+        known = ", ".join(f"{d}/{n}" for d, n in groups) or "none"
+        raise ConfigError(f"--database {only!r}: no item of the dataset uses it (databases: {known})",
+                          file=str(config.source) if config.source else None, key="dataset_config")
+    return chosen
+
+
+def db_info(config: RunConfig, only: str | None = None) -> list[DatabaseInfo]:
+    """The databases of the config's dataset (or only the one named ``NAME`` or ``DIALECT/NAME``)."""
+    knowledge = load_knowledge(config.knowledge_path)
+    out = []
+    for dialect, name in _groups(config, only):
+        db = databases.database(config, dialect, name)
+        sandbox = db.open_sandbox(config, db.provision(config))
+        try:
+            tables = read_tables(sandbox)
+        except EvalbenchError as exc:
+            raise EvalbenchError(f"{dialect}/{name}: {exc}") from None
+        finally:
+            sandbox.close()
+        entries = knowledge.get(name, {})
+        out.append(DatabaseInfo(dialect, name, tables, len(entries), match_knowledge(tables, entries)))
+    return out
+
+
+def render_text(infos: list[DatabaseInfo]) -> str:
+    """The human view: per database, a table of tables; then per table its columns."""
+    from evalbench.cli.text_table import table
+
+    lines: list[str] = []
+    for info in infos:
+        lines += [f"{info.dialect}/{info.database}: {len(info.tables)} tables, "
+                  f"{sum(t.rows for t in info.tables)} rows, {info.knowledge_entries} knowledge entries", ""]
+        lines.append(table(("table", "rows", "columns", "knowledge ids"),
+                           [(t.name, t.rows, len(t.columns), ", ".join(map(str, t.knowledge_ids)) or "-")
+                            for t in info.tables]))
+        if info.knowledge_unmatched:
+            shown = ", ".join(map(str, info.knowledge_unmatched[:20])) + (" ..." if len(info.knowledge_unmatched) > 20 else "")
+            lines.append(f"  knowledge entries naming no table: {len(info.knowledge_unmatched)} ({shown})")
+        for t in info.tables:
+            lines += ["", f"  {t.name}", table(None, t.columns, indent="    ")]
+        lines.append("")
+    return "\n".join(lines).rstrip()

@@ -1,0 +1,266 @@
+"""Config models of every agent kind, told apart by ``agent:`` (EvalBench's ``generator:``).
+
+Part of the config schema (:mod:`evalbench.config`), so it imports no agent: the adapters in
+:mod:`evalbench.agents` import these models (``evalbench.agents.config`` re-exports them), and
+import their SDKs only when an agent is built.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from evalbench.config.plugins import PluginAgentConfig, discriminated
+from evalbench.config.types import ExistingPath, GenaiClientOptions, ResolvedPath, StrictModel
+from evalbench.dataset.session_state import DEFAULT_STATE, check_template
+
+# The ways the simulated:noisy agent fails (evalbench.agents.simulated makes them).
+FAILURE_KINDS = (
+    "wrong_filter",  # a WHERE condition negated
+    "missing_column",  # last projected column dropped
+    "sql_error",  # a misspelled column name
+    "empty_result",  # an impossible filter
+    "needless_question",  # asks a question it does not need, then answers correctly
+    "skip_clarification",  # guesses instead of asking (and guesses wrong)
+    "no_answer",  # natural-language reply with no SQL
+    "agent_error",  # the agent crashes
+    "timeout",  # the agent does not answer in time
+    "nl_answer",  # not a failure: the right answer in words, no SQL (judged by answer_match)
+)
+
+SessionMode = Literal["sticky", "per_turn"]
+_SESSION_HELP = "per_turn opens a new session every turn: only to show how an agent that forgets fails"
+
+
+# The read-only discovery tools an agent may be given (evalbench.agents.tools; docs/tools.md).
+DiscoveryTool = Literal["list_tables", "describe_table", "sample_rows", "search_knowledge", "run_sql"]
+_TOOLS_HELP = ("read-only discovery tools offered to the agent: list_tables, describe_table, sample_rows, "
+               "search_knowledge; run_sql makes the run_sql tool show the agent its rows (docs/tools.md)")
+
+
+class ToolLimits(StrictModel):
+    """Caps of the discovery tools: what one call returns and how many calls a turn or a conversation may make."""
+
+    max_rows: int = Field(20, ge=1, le=1000, description="rows one sample_rows or run_sql call returns")
+    max_bytes: int = Field(8192, ge=256, le=1_000_000, description="bytes (JSON) of one tool result; rows are cut to fit")
+    max_results: int = Field(5, ge=1, le=50, description="entries one search_knowledge call returns")
+    per_turn: int = Field(8, ge=1, description="tool calls in one turn; more are refused and the agent must answer")
+    per_conversation: int = Field(24, ge=1, description="tool calls in one conversation")
+
+
+class SimulatedAgentConfig(StrictModel):
+    """Offline agents: ``simulated:oracle`` answers with the golden SQL; ``simulated:noisy`` is seeded
+    and fails in realistic ways at the configured rates."""
+
+    agent: Literal["simulated:oracle", "simulated:noisy"] = Field(description="which simulated agent (EvalBench key: generator)")
+    seed: int | None = Field(None, description="seed of the agent's failures (default: the run seed)")
+    latency_s: float = Field(0.0, ge=0, description="simulated time per turn, in seconds")
+    session: SessionMode = Field("sticky", description=_SESSION_HELP)
+    failure_rates: dict[str, float] = Field(
+        default_factory=dict,
+        description="noisy agent: probability of each failure kind per phase (see docs/agents.md)",
+    )
+    tools: list[DiscoveryTool] = Field(
+        default_factory=list,
+        description="discovery tools the agent uses (docs/tools.md): list_tables once, describe_table on each table "
+                    "its answer reads, search_knowledge for each knowledge entry the item cites")
+    tool_limits: ToolLimits = Field(ToolLimits(), description="caps of the discovery tools")
+    knows_knowledge: bool = Field(
+        True, description="false: the agent does not know the dataset's knowledge base; a phase citing an entry it "
+                          "did not find with search_knowledge is answered with a guess (a wrong filter)")
+
+    @field_validator("failure_rates")
+    @classmethod
+    def _known_failures(cls, value: dict[str, float]) -> dict[str, float]:
+        for kind, rate in value.items():
+            if kind not in FAILURE_KINDS:
+                raise ValueError(f"unknown failure kind {kind!r} (known: {', '.join(FAILURE_KINDS)})")
+            if not 0 <= rate <= 1:
+                raise ValueError(f"rate of {kind!r} must be between 0 and 1, got {rate}")
+        if sum(value.values()) > 1:
+            raise ValueError("failure rates add up to more than 1")
+        return value
+
+
+class ReplyConvention(StrictModel):
+    """How an ADK agent's events are read as sql / clarification / answer (docs/agents.md)."""
+
+    convention: Literal["auto", "gda", "request_input", "sql_tool", "text"] = Field(
+        "auto", description="auto tries gda, request_input, sql_tool, then text"
+    )
+    gda_tool: str = Field("cloud_gda_query_tool_alloydb", description="EvalBench/GDA tool whose response holds generatedQuery")
+    sql_tool: str | None = Field(None, description="a tool whose call carries the SQL (convention sql_tool)")
+    sql_arg: str = Field("sql", description="the argument of sql_tool holding the SQL")
+
+
+class RetryConfig(StrictModel):
+    max_retries: int = Field(4, ge=0, description="retries of a request that cannot have reached the agent")
+    backoff_s: float = Field(0.5, gt=0, description="first backoff; doubles each retry, with full jitter")
+    max_backoff_s: float = Field(30.0, gt=0, description="cap of one backoff (Retry-After is honoured up to this)")
+
+
+_AGENT_ENGINE = ("EvalBench creates each session in Vertex AI Agent Engine (util/session.py::EvalAgentEngineSessionMgr); "
+                 "we create it on the api_server (POST /apps/{app}/users/{user}/sessions): start `adk api_server "
+                 "--session_service_uri agentengine://<agent_engine_id>` to keep sessions in Agent Engine")
+
+
+class AdkAgentConfig(StrictModel):
+    """An agent served by Google ADK's ``adk api_server`` (EvalBench's ``generator: querydata``)."""
+
+    agent: Literal["adk"] = Field(description="adk (EvalBench: generator: querydata)")
+    base_url: str = Field(alias="adkapi_server_url", description="the api_server, e.g. http://127.0.0.1:8000")
+    app_name: str = Field(alias="agent_id", description="the ADK app (agent folder) name")
+    user_id: str = Field("evalbench", description="user id of the sessions")
+    endpoint: Literal["run", "run_sse"] = Field("run", description="POST /run, or /run_sse (server-sent events)")
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description="extra headers, e.g. Authorization: Bearer ${TOKEN}; never written out")
+    connect_timeout_s: float = Field(5.0, gt=0, description="connect timeout of every request")
+    read_timeout_s: float = Field(300.0, gt=0, description="time an agent turn may take before it is a timeout")
+    execs_per_minute: float | None = Field(None, gt=0, description="rate limit of turns (requests per minute)")
+    max_concurrency: int | None = Field(None, ge=1, description="turns in flight at once against this server")
+    retry: RetryConfig = Field(RetryConfig(), description="retries before a request reaches the agent")
+    reply: ReplyConvention = Field(ReplyConvention(), description="how replies are classified")
+    session: SessionMode = Field("sticky", description=_SESSION_HELP)
+    raw_events_max_chars: int = Field(20_000, ge=0, description="raw events kept per turn in the journal")
+    model: str | None = Field(None, description="the model the ADK app runs, as the price table names it: recorded, and used "
+                              "only to price the tokens the app reports (the app chooses its model; none: cost unknown)")
+    session_state: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_STATE),
+        description="the state each ADK session is created with: string values are templates over the item "
+                    "({database}, {dialect}, {item_id}, {category}, {difficulty}, {knowledge_ids}, {schema}, {external_kg}, {max_turn}); {} sends none "
+                    "(docs/agents.md)")
+    # EvalBench's querydata keys that its ADK client does not send to the agent (docs/evalbench_compat.md)
+    base_prompt: str | None = Field(None, description="EvalBench key; not applied (its querydata generator does not read it either)")
+    vertex_model: str | None = Field(None, description="EvalBench key; not applied (the ADK app chooses its model)")
+    project_id: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
+    location: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
+    agent_engine_id: str | None = Field(None, description="EvalBench key (Agent Engine sessions); not applied: sessions are made on the api_server")
+
+    @field_validator("session_state")
+    @classmethod
+    def _known_placeholders(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_template(value, key="")  # pydantic names model_config.session_state; we name the key under it
+        return value
+
+    NOT_APPLIED: ClassVar[dict[str, str]] = {
+        "base_prompt": "EvalBench's querydata generator does not read base_prompt either; the agent receives the user's words",
+        "vertex_model": "the ADK app chooses its own model; EvalBench's querydata generator does not read vertex_model either",
+        "agent_engine_id": _AGENT_ENGINE,
+        "project_id": "where EvalBench keeps its Agent Engine sessions (see agent_engine_id)",
+        "location": "where EvalBench keeps its Agent Engine sessions (see agent_engine_id)",
+    }
+
+
+class ChatAgentOptions(StrictModel):
+    """What an LLM agent called directly (gemini, openai_compat) shares."""
+
+    model: str = Field(description="the model name")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature")
+    seed: int | None = Field(None, description="sampling seed, when the model supports one")
+    max_output_tokens: int | None = Field(None, ge=1, description="cap of tokens per reply")
+    system_prompt: ResolvedPath | None = Field(None, description="system prompt file (default: prompts/agent_system.txt)")
+    include_knowledge: bool = Field(False, description="also show the item's external knowledge entries")
+    clarification: Literal["function_calling", "tagged_text"] = Field(
+        "function_calling", description="run_sql / ask_user tools, or <sql> / <question> tags in text"
+    )
+    timeout_s: float = Field(120.0, gt=0, description="time one model call may take")
+    execs_per_minute: float | None = Field(None, gt=0, description="rate limit of model calls")
+    max_concurrency: int | None = Field(None, ge=1, description="model calls in flight at once")
+    retry: RetryConfig = Field(RetryConfig(), description="retries of rate-limited or unavailable calls")
+    session: SessionMode = Field("sticky", description=_SESSION_HELP)
+    tools: list[DiscoveryTool] = Field(default_factory=list, description=_TOOLS_HELP)
+    tool_limits: ToolLimits = Field(ToolLimits(), description="caps of the discovery tools")
+
+    @model_validator(mode="after")
+    def _tools_need_function_calling(self) -> ChatAgentOptions:
+        if self.tools and self.clarification != "function_calling":
+            raise ValueError("tools need clarification: function_calling (the model calls them as functions)")
+        return self
+
+
+class GeminiAgentConfig(ChatAgentOptions, GenaiClientOptions):
+    """A Gemini model through google-genai (EvalBench: generator: gcp_vertex_gemini)."""
+
+    agent: Literal["gemini"] = Field(description="gemini")
+    model: str = Field("gemini-2.5-flash", alias="vertex_model", description="the Gemini model")
+    base_prompt: str = Field("", description="EvalBench key: text put before the system prompt (EvalBench puts it before every prompt)")
+
+
+class OpenAICompatAgentConfig(ChatAgentOptions):
+    """Any OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp) over httpx."""
+
+    agent: Literal["openai_compat"] = Field(description="openai_compat")
+    base_url: str = Field(description="the server, e.g. http://127.0.0.1:11434/v1 (…/chat/completions is appended)")
+    api_key_env: str | None = Field(None, description="environment variable holding a bearer token, if the server needs one")
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description="extra headers; never written out")
+
+
+class PredictionsAgentConfig(StrictModel):
+    """A predictions file (item id -> SQL) scored through the whole pipeline; no agent is called
+    and no question is asked (docs/rescore.md)."""
+
+    agent: Literal["predictions"] = Field(description="predictions")
+    predictions_file: ExistingPath = Field(description="JSON, JSONL or CSV file of predictions (formats: docs/rescore.md)")
+    follow_up_file: ExistingPath | None = Field(
+        None, description="the follow-up phase's predictions, in a file of their own (BIRD-Interact's `_fu` file)")
+    format: Literal["auto", "bird_interact", "evalbench", "jsonl"] = Field(
+        "auto", description="bird_interact: instance_id + pred_sqls; evalbench: id + generated_sql; jsonl/auto: any of them")
+
+
+class ReplayAgentConfig(StrictModel):
+    """Replays the replies recorded in a run's journal (what `evalbench rescore` uses)."""
+
+    agent: Literal["replay"] = Field(description="replay")
+    run_dir: ExistingPath = Field(description="the run directory whose conversations.jsonl is replayed")
+
+
+# Told apart by `agent:`; a name no built-in model declares is a plugin's (evalbench/config/plugins.py).
+if TYPE_CHECKING:  # what a type checker sees; pydantic gets the tagged union
+    AgentConfig = (SimulatedAgentConfig | AdkAgentConfig | GeminiAgentConfig | OpenAICompatAgentConfig
+                   | PredictionsAgentConfig | ReplayAgentConfig | PluginAgentConfig)
+else:
+    AgentConfig = discriminated(
+        "agent",
+        [SimulatedAgentConfig, AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig, PredictionsAgentConfig,
+         ReplayAgentConfig],
+        PluginAgentConfig,
+    )
+
+# EvalBench's `generator:` names of the same agents.
+_GENERATORS = {"querydata": "adk", "gcp_vertex_gemini": "gemini", "gemini": "gemini"}
+
+
+def agent_shorthand(value: Any) -> Any:
+    """`model_config: simulated:oracle` is shorthand for `{agent: simulated:oracle}`; EvalBench's
+    `generator` key names the agent too."""
+    if isinstance(value, str) and not value.endswith((".yaml", ".yml")):
+        return {"agent": value}
+    if isinstance(value, dict) and "generator" in value and "agent" not in value:
+        value = dict(value)
+        generator = value.pop("generator")
+        value = _from_generator(str(generator), value)
+    return value
+
+
+def _from_generator(generator: str, value: dict[str, Any]) -> dict[str, Any]:
+    """An EvalBench model config (``generators/models/__init__.py::get_generator``) as ours."""
+    from evalbench.config.compat import REJECTED_GENERATORS, gcp_defaults, max_attempts
+
+    if generator in REJECTED_GENERATORS:
+        raise ValueError(f"generator {generator!r} is not supported: {REJECTED_GENERATORS[generator]}")
+    if generator not in _GENERATORS:
+        raise ValueError(f"generator {generator!r} is not a data agent here: use generator: querydata (an ADK agent) "
+                         "or gcp_vertex_gemini, or agent: adk | gemini | openai_compat | simulated:oracle")
+    value["agent"] = _GENERATORS[generator]
+    value = max_attempts(value)
+    if value["agent"] == "gemini":
+        value = gcp_defaults(value)
+        if "max_tokens" in value:  # EvalBench's general generator key
+            value.setdefault("max_output_tokens", value.pop("max_tokens"))
+    return value
+
+
+def default_prompt(name: str) -> Path:
+    """A prompt shipped in the package (``prompts/<name>``)."""
+    return Path(__file__).resolve().parent / "prompts" / name  # evalbench/prompts

@@ -1,0 +1,123 @@
+"""Tables of config keys, generated from the pydantic models (the one source of defaults).
+
+``python -m evalbench.config.reference`` rewrites the generated part of docs/configuration.md; a test
+fails when that part is stale.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+BEGIN = "<!-- BEGIN GENERATED: python -m evalbench.config.reference -->"
+END = "<!-- END GENERATED -->"
+
+
+def _models() -> list[tuple[str, type[BaseModel]]]:
+    from evalbench import config
+    from evalbench.config import agents, plugins
+
+    return [
+        ("Run config", config.RunConfig),
+        ("`execution`", config.ExecutionConfig),
+        ("`runners`", config.RunnersConfig),
+        ("`embedded`", config.EmbeddedConfig),
+        ("`reporting.csv`", config.CsvReportingConfig),
+        ("Database config (each entry of `database_configs`)", config.DatabaseConfig),
+        ("Agent `simulated:oracle` / `simulated:noisy` (`model_config`)", agents.SimulatedAgentConfig),
+        ("Agent `adk` (`model_config`; EvalBench `generator: querydata`)", agents.AdkAgentConfig),
+        ("`reply` of the `adk` agent", agents.ReplyConvention),
+        ("`retry` of the `adk`, `gemini` and `openai_compat` agents", agents.RetryConfig),
+        ("Agent `gemini` (`model_config`; EvalBench `generator: gcp_vertex_gemini`)", agents.GeminiAgentConfig),
+        ("Agent `openai_compat` (`model_config`)", agents.OpenAICompatAgentConfig),
+        ("Agent `predictions` (`model_config`; docs/rescore.md)", agents.PredictionsAgentConfig),
+        ("Agent `replay` (`model_config`; what `evalbench rescore` uses)", agents.ReplayAgentConfig),
+        ("Virtual user `rules` (`vuser_model_config`)", config.RulesVUserConfig),
+        ("Virtual user `llm` (`vuser_model_config`)", config.LlmVUserConfig),
+        ("Virtual user `replay` (`vuser_model_config`; what `evalbench rescore` uses)", config.ReplayVUserConfig),
+        ("Agent from a plugin (`model_config`; docs/extending.md)", plugins.PluginAgentConfig),
+        ("Virtual user from a plugin (`vuser_model_config`; docs/extending.md)", plugins.PluginVUserConfig),
+    ]
+
+
+def _type_name(annotation: Any) -> str:
+    import types
+    from typing import Annotated, Literal, Union, get_args, get_origin
+
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is Literal:
+        return " or ".join(f"`{a}`" for a in args)
+    if origin in (Union, types.UnionType):
+        members = [_type_name(a) for a in args if a is not type(None)]
+        return " or ".join(members) + (" or null" if type(None) in args else "")
+    if origin is list:
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "mapping"
+    names = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if annotation in names:
+        return names[annotation]
+    name = getattr(annotation, "__name__", str(annotation))
+    return {"Path": "path", "SecretStr": "secret string"}.get(name, name)
+
+
+def _default(field: Any) -> str:
+    if field.default is not PydanticUndefined:
+        value = field.default
+    elif field.default_factory is not None:
+        value = field.default_factory()
+    else:
+        return "**required**"
+    if isinstance(value, BaseModel):
+        return "(see below)"
+    return f"`{value!r}`" if value is not None else "—"
+
+
+def render() -> str:
+    out = [BEGIN, ""]
+    for title, model in _models():
+        out += [f"### {title}", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            key = field.alias or name
+            meaning = (field.description or "").replace("|", "\\|")
+            type_name = _type_name(field.annotation).replace("|", "\\|")
+            out.append(f"| `{key}` | {type_name} | {_default(field)} | {meaning} |")
+        out.append("")
+    out += _prices()
+    out.append(END)
+    return "\n".join(out)
+
+
+def _prices() -> list[str]:
+    """The entry of ``prices:`` and the built-in prices (evalbench/config/prices.py)."""
+    from evalbench.config.prices import DEFAULT_PRICES, PRICES_AS_OF, ModelPrice
+
+    out = ["### Each entry of `prices` (model name -> price)", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+    out += [f"| `{name}` | number | **required** | {field.description} |" for name, field in ModelPrice.model_fields.items()]
+    out += ["", f"### Built-in prices (USD per 1M tokens, as of {PRICES_AS_OF}: defaults to check)", "",
+            "| model | input | output |", "|---|---:|---:|"]
+    out += [f"| `{model}` | {price.input:g} | {price.output:g} |" for model, price in DEFAULT_PRICES.items()]
+    return [*out, ""]
+
+
+def update(path: Path) -> bool:
+    """Rewrite the generated block of ``path``; True when it changed."""
+    text = path.read_text(encoding="utf-8-sig")
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    new = text[:start] + render() + text[end:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/configuration.md")
+    print(f"{target}: {'updated' if update(target) else 'up to date'}")

@@ -1,0 +1,107 @@
+"""The state an ADK session is created with (``model_config.session_state``): a template over the
+item, so that an agent that reads its target database or dialect from session state (as data
+agents built on ADK do, e.g. ``{database}`` in an instruction) knows where it is.
+
+Each string value is a template: ``{name}`` is replaced by the value of :data:`VARIABLES`
+``name``. A string that is exactly one placeholder keeps the value's own type
+(``"{knowledge_ids}"`` is a list, ``"{max_turn}"`` a number). Dicts and lists are rendered value
+by value; numbers, booleans and null are kept. ``{{`` and ``}}`` are literal braces. An unknown
+name is a config error naming the key. ``external_kg`` and ``max_turn`` are what BIRD-Interact's
+own ADK agent reads from its state (docs/agents.md). The harness never puts its own credentials
+in the state: a connection reference for the agent's own tools is a template the config writes.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evalbench.core.items import Item, knowledge_refs
+from evalbench.dataset.knowledge import KnowledgeEntry
+
+SchemaText = Callable[[str, str], str]  # (dialect, database) -> schema text
+
+
+@dataclass(frozen=True)
+class StateFacts:
+    """What a session's state may be made of: the item, the conversation's patience, the
+    database's schema and knowledge base."""
+
+    item: Item
+    patience: int
+    schema: SchemaText
+    knowledge: dict[int, KnowledgeEntry]  # the item's database's entries
+
+
+def _knowledge_ids(facts: StateFacts) -> list[int]:
+    """The knowledge entries the item cites (BIRD-Interact's ``external_knowledge``), as ids, less
+    those an ambiguity deleted: what the prompt agents see."""
+    return sorted(set(knowledge_refs(facts.item.external_knowledge)) - facts.item.deleted_knowledge)
+
+
+def _external_kg(facts: StateFacts) -> str:
+    """The database's knowledge base less the deleted entries, as BIRD-Interact's ADK environment
+    gives it to its agent (``db_environment/server.py::get_knowledge``: a JSON list, indent 2, of
+    id, knowledge, description, definition)."""
+    deleted = facts.item.deleted_knowledge
+    return json.dumps([{"id": e.id, "knowledge": e.name, "description": e.description, "definition": list(e.definition)}
+                       for e in facts.knowledge.values() if e.id not in deleted], indent=2, ensure_ascii=False)
+
+
+def _max_turn(facts: StateFacts) -> int:
+    """BIRD-Interact's clarification budget (``orchestrator/cinteract.py::run_single_task``):
+    critical and knowledge ambiguities plus the patience."""
+    return facts.item.ambiguities_to_ask + facts.patience
+
+
+# what a template may name: facts known when a conversation's session opens
+VARIABLES: dict[str, Callable[[StateFacts], Any]] = {
+    "database": lambda f: f.item.database,
+    "dialect": lambda f: f.item.dialect,
+    "item_id": lambda f: f.item.id,
+    "category": lambda f: f.item.category,
+    "difficulty": lambda f: f.item.difficulty,
+    "knowledge_ids": _knowledge_ids,
+    "schema": lambda f: f.schema(f.item.dialect, f.item.database),
+    "external_kg": _external_kg,
+    "max_turn": _max_turn,
+}
+
+DEFAULT_STATE: dict[str, Any] = {"database": "{database}", "dialect": "{dialect}"}
+
+_FORMATTER = string.Formatter()
+
+
+def check_template(template: Any, key: str = "session_state") -> None:
+    """A ValueError naming the key of the first placeholder that is not a known variable (or that
+    is not a plain name: no attributes, indexes or format specs)."""
+    if isinstance(template, str):
+        for _, name, spec, conversion in _FORMATTER.parse(template):
+            if name is None:
+                continue
+            if name not in VARIABLES or spec or conversion:
+                known = ", ".join(sorted(VARIABLES))
+                raise ValueError(f"{key}: unknown placeholder {{{name}}} (known: {known})")
+    elif isinstance(template, dict):
+        for k, v in template.items():
+            check_template(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(template, list):
+        for i, v in enumerate(template):
+            check_template(v, f"{key}[{i}]")
+
+
+def render_state(template: Any, facts: StateFacts) -> Any:
+    """``template`` with every placeholder replaced by its value for ``facts``."""
+    if isinstance(template, str):
+        parsed = list(_FORMATTER.parse(template))
+        if len(parsed) == 1 and parsed[0][0] == "" and parsed[0][1] is not None:
+            return VARIABLES[parsed[0][1]](facts)  # exactly one placeholder: the value, typed
+        return template.format_map({name: VARIABLES[name](facts) for _, name, _, _ in parsed if name})
+    if isinstance(template, dict):
+        return {k: render_state(v, facts) for k, v in template.items()}
+    if isinstance(template, list):
+        return [render_state(v, facts) for v in template]
+    return template

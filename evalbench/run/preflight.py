@@ -1,0 +1,269 @@
+"""Preflight: cheap checks of every part of a run, before its first item (``evalbench run``)
+or alone (``evalbench check --config FILE``).
+
+Each check answers in one line. A failed check names what failed and how to fix it, and has the
+exit code of its kind: 2 for the configuration (an unknown gate metric, a missing API key, an
+ADK app the server does not list), 3 for the infrastructure (a server that refuses connections,
+a database that cannot be reached, a sandbox role that cannot log in, an output directory that
+cannot be written). The checks:
+
+- ``dataset``: the dataset has items for the configured dialects;
+- ``scoring``: the scorers can be built, and every ``--fail-under`` / ``--max-regression``
+  metric names one the run's summary will have (:func:`gate_metric_names`);
+- ``agent``: the agent's own ``probe(timeout_s)`` (beside each adapter: ADK lists the app,
+  OpenAI-compatible answers or lists the model, Gemini has credentials, simulated needs nothing);
+- ``virtual user``: its ``probe(timeout_s)`` when it has one (the LLM virtual user: credentials,
+  and a ``base_url`` that accepts connections);
+- ``database <dialect>/<name>``: the server is reachable as admin (for the embedded server,
+  starting it is the check) and the sandbox role logs in — with provisioning's own code
+  (:func:`evalbench.backends.postgres.provision.sandbox_login`), never loading data;
+- ``output directory``: a file can be created where the run directory goes.
+
+Every network wait is bounded by ``timeout_s`` (default 5 s) and the probes run side by side,
+so preflight takes seconds. It sends no agent turn and
+creates no agent session: an ADK server sees one ``GET /list-apps``, an OpenAI-compatible one a
+``GET /models`` and, when the model is not listed there, one chat request of one token.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalbench.clients.probes import Unreachable
+from evalbench.core.errors import ConfigError, DatasetError, EvalbenchError
+from evalbench.results.gates import Threshold, check_rate_value
+
+if TYPE_CHECKING:
+    from evalbench.config import RunConfig
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 5.0
+PHASES = ("main", "follow_up")
+SUMMARY_METRICS = ("success", "mean_reward")  # gate metrics besides the scorers (evalbench.results.gates.metric_value)
+TRIAL_METRICS = ("pass_hat_k", "pass_at_k")  # with trials: pass_hat_k.3 is pass^3 (summary.json: trials)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The result of one check: ``detail`` says what was found, or what failed and how to fix it."""
+
+    name: str
+    ok: bool
+    detail: str
+    exit_code: int = 0  # when it failed: 2 configuration, 3 infrastructure
+
+    def line(self) -> str:
+        return f"{self.name}: {self.detail}"
+
+
+def exit_code(checks: Iterable[Check]) -> int:
+    """0 when every check passed; else 2 when a configuration check failed (fix it first), else 3."""
+    codes = {c.exit_code for c in checks if not c.ok}
+    return 0 if not codes else 2 if 2 in codes else 3
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def preflight(config: RunConfig, *, gates: Sequence[tuple[str, Threshold]] = (), output_dir: Path | None = None,
+              timeout_s: float = TIMEOUT_S) -> list[Check]:
+    """Run every check for ``config``; ``gates`` are (option, threshold) pairs whose metric
+    names are checked; ``output_dir`` is where the run directory goes (default: the config's)."""
+    from evalbench.core import deadline
+    from evalbench.dataset import Dataset
+
+    deadline.reset_cancel()  # a run starts: an earlier run's cancellation (Ctrl-C, the breaker) is over
+    where = str(config.source) if config.source else None
+    checks: list[Check] = []
+    groups: list[tuple[str, str]] = []
+    dataset_format: str | None = None
+
+    def dataset() -> str:
+        nonlocal dataset_format
+        dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
+        scan = dataset.scan()
+        dataset_format = scan.format
+        if scan.total == 0:  # the run's own message
+            raise DatasetError(dataset.nothing_to_run(), file=str(config.dataset_config))
+        groups.extend(sorted(scan.groups))
+        errors = f", {len(scan.errors)} malformed record(s) skipped" if scan.errors else ""
+        return f"{scan.total} items on {', '.join(f'{d}/{n}' for d, n in groups)}{errors}"
+
+    checks.append(_attempt("dataset", dataset, where))
+    checks.append(_attempt("scoring", lambda: _scoring(config, dataset_format), where))
+    if gates:  # command-line options, not the config file's
+        checks.append(_attempt("gates", lambda: _gates(config, gates), None))
+    probes: list[tuple[str, Callable[[], str]]] = [
+        (f"agent {config.agent.agent}", lambda: _agent(config, timeout_s)),
+        (f"virtual user {config.vuser.vuser}", lambda: _vuser(config, timeout_s)),
+    ]
+    probes += [(f"database {d}/{n}", _database_probe(config, d, n, timeout_s)) for d, n in groups]
+    probes.append(("output directory", lambda: _output_dir(output_dir or config.reporting.csv.output_directory)))
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="evalbench-preflight") as pool:
+        futures = [pool.submit(_attempt, name, probe, where) for name, probe in probes]
+        checks += [future.result() for future in futures]
+    return checks
+
+
+def _attempt(name: str, probe: Callable[[], str], where: str | None) -> Check:
+    """``probe()`` as a :class:`Check`: its return value is the detail, its error the failure."""
+    try:
+        return Check(name, True, probe())
+    except ConfigError as exc:
+        if exc.file is None and where is None:
+            return Check(name, False, exc.message, 2)
+        if exc.file is None:  # built from a mapping: name the file it came from
+            exc = ConfigError(exc.message, file=where, line=exc.line, key=exc.key)
+        return Check(name, False, str(exc), 2)
+    except EvalbenchError as exc:
+        return Check(name, False, str(exc), exc.exit_code)
+    except (KeyError, ValueError) as exc:  # e.g. an unknown scorer or agent name
+        return Check(name, False, str(exc.args[0] if exc.args else exc), 2)
+    except Exception as exc:  # a bug in a probe: reported as what failed, never a traceback
+        log.debug("preflight %s failed", name, exc_info=True)
+        return Check(name, False, f"{type(exc).__name__}: {exc}", 3)
+
+
+def _scoring(config: RunConfig, dataset_format: str | None) -> str:
+    from evalbench.scoring.plan import plan_scoring
+
+    plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, dataset_format)
+    for scorer in plan.build():  # e.g. the llmrater's client: its key must be there
+        close = getattr(scorer, "close", None)
+        if close is not None:
+            close()
+    return f"scorers {', '.join(plan.scorers)}"
+
+
+def _gates(config: RunConfig, gates: Sequence[tuple[str, Threshold]]) -> str:
+    validate_gates(config, gates)
+    return f"the metrics {', '.join(t.metric for _, t in gates)} are known"
+
+
+def _agent(config: RunConfig, timeout_s: float) -> str:
+    from evalbench.agents import AgentContext, build_agent
+
+    agent = build_agent(config.agent, AgentContext(seed=config.seed))
+    try:
+        probe = getattr(agent, "probe", None)
+        return probe(timeout_s) if probe is not None else "no probe for this agent: not checked"
+    finally:
+        agent.close()
+
+
+def _vuser(config: RunConfig, timeout_s: float) -> str:
+    from evalbench.vuser import build_vuser
+
+    vuser = build_vuser(config.vuser, config.seed)
+    try:
+        probe = getattr(vuser, "probe", None)
+        return probe(timeout_s) if probe is not None else "offline: nothing to reach"
+    finally:
+        close = getattr(vuser, "close", None)
+        if close is not None:
+            close()
+
+
+# --------------------------------------------------------------------------- gate metrics
+
+
+def gate_metric_names(scorers: Iterable[str], trials: int = 1) -> list[str]:
+    """The metrics a gate may name in a run with these scorers (``plan.scorers``: those listed
+    and those the primary verdict adds): ``success`` and each scorer, bare or with ``.main`` /
+    ``.follow_up``, and ``mean_reward`` — what the run's summary.json holds; with trials also
+    ``pass_hat_k.K``, ``pass_at_k.K`` (K up to the trials) and ``consistency``."""
+    names = list(SUMMARY_METRICS)
+    for base in ("success", *scorers):
+        names += [f"{base}.{phase}" for phase in PHASES]
+        if base not in names:
+            names.append(base)
+    if trials > 1:
+        names += [f"{base}.{k}" for base in TRIAL_METRICS for k in range(1, trials + 1)] + ["consistency"]
+    return names
+
+
+def check_gate_metrics(gates: Sequence[tuple[str, Threshold]], scorers: Iterable[str], trials: int = 1) -> None:
+    """ConfigError (exit 2) for the first gate whose metric the run will not have."""
+    scorers = list(scorers)
+    known, means = gate_metric_names(scorers, trials), _mean_scorers(scorers)
+    for option, threshold in gates:
+        if threshold.metric in known:
+            if threshold.metric.partition(".")[0] not in means:
+                check_rate_value(option, threshold)
+            continue
+        close = difflib.get_close_matches(threshold.metric, known, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        bare = [name for name in known if "." not in name]
+        raise ConfigError(f"{option} {threshold.text}: unknown metric {threshold.metric!r}; {hint}this run's metrics are "
+                          f"{', '.join(bare)} (add .follow_up for the follow-up phase)")
+
+
+def _mean_scorers(scorers: Iterable[str]) -> set[str]:
+    """The scorers among ``scorers`` that report a mean, not a rate (``turn_count``)."""
+    from evalbench.scoring import SCORERS
+
+    return {name for name in scorers if name in SCORERS and getattr(SCORERS.get(name), "is_metric", False)}
+
+
+def validate_gates(config: RunConfig, gates: Sequence[tuple[str, Threshold]]) -> None:
+    """The gate metric check alone (``run --no-preflight`` still makes it): a misspelt metric
+    fails before the run, not after it. Scoring settings that do not resolve are left to the run."""
+    if not gates:
+        return
+    from evalbench.scoring.plan import plan_scoring
+
+    try:
+        plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, None)
+    except (KeyError, ValueError):
+        return
+    check_gate_metrics(gates, list(plan.scorers), config.trials)
+
+
+# --------------------------------------------------------------------------- databases
+
+
+def _database_probe(config: RunConfig, dialect: str, database: str, timeout_s: float) -> Callable[[], str]:
+    return lambda: check_database(config, dialect, database, timeout_s)
+
+
+def check_database(config: RunConfig, dialect: str, database: str, timeout_s: float = TIMEOUT_S) -> str:
+    """The database's backend reaches it (the server as admin, the sandbox login; or its file),
+    and the database exists or has a setup to create it from."""
+    from evalbench.backends.base import DatabaseUnavailable
+    from evalbench.run.databases import database as database_of
+
+    try:
+        return database_of(config, dialect, database).probe(config, timeout_s)
+    except DatabaseUnavailable as exc:
+        raise Unreachable(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- the output directory
+
+
+def _output_dir(directory: Path) -> str:
+    """A file can be created in ``directory``, or in the nearest folder above it that exists
+    (the run makes the rest); nothing is left behind."""
+    directory = Path(directory)
+    fix = "choose another with --output-dir or reporting.csv.output_directory"
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise EvalbenchError(f"{directory} cannot be created: {existing} is not a directory; {fix}")
+    try:
+        handle, path = tempfile.mkstemp(prefix=".evalbench-preflight-", dir=existing)
+        os.close(handle)
+        os.unlink(path)
+    except OSError as exc:
+        raise EvalbenchError(f"cannot write in {existing} ({exc.strerror or exc}); {fix}") from None
+    return f"{directory} is writable" if existing == directory else f"{directory} can be created in {existing}"
