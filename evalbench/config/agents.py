@@ -263,4 +263,4 @@ def _from_generator(generator: str, value: dict[str, Any]) -> dict[str, Any]:
 
 def default_prompt(name: str) -> Path:
     """A prompt shipped in the package (``prompts/<name>``)."""
-    return Path(__file__).resolve().parent / "prompts" / name  # evalbench/prompts
+    return Path(__file__).resolve().parents[1] / "prompts" / name  # evalbench/prompts
