@@ -11,7 +11,7 @@ target) after the explicit fixups below, each of which says why sqlglot's output
 the target needs. The data CSVs in ``setup/greenleaf/data`` are shared by every build. The output
 is deterministic (same source, same sqlglot version: same bytes); ``--check`` fails when the
 committed files are stale, when a golden SQL fails on the engine (SQLite; DuckDB when importable;
-MySQL is checked by tests/test_demo_builds.py against a server) or when a Query item's golden
+MySQL is checked by tests/e2e/test_demo_builds.py against a server) or when a Query item's golden
 result is empty.
 """
 
