@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests import test_demo_sqlite
+from tests.e2e import test_demo_sqlite
 from tests.e2e.test_demo_sqlite import DEMO, PG_RECORDS, _pg_run, _records, assert_same_ambiguities, make_builds, rows_of, same_rows
 
 pg_conn = test_demo_sqlite.pg_conn  # the scratch PostgreSQL database, loaded from the postgres build
