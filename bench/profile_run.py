@@ -33,7 +33,7 @@ import fakes
 from workload import write_config, write_dataset, write_setup
 
 from evalbench.config import load_run_config
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 
 GROUPS = ("sqlglot", "psycopg", "sqlalchemy", "pydantic", "google/genai", "httpx", "httpcore", "h11", "ssl", "json", "threading",
           "queue", "evalbench/results",

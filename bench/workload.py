@@ -110,7 +110,7 @@ reporting: {{csv: {{output_directory: {root / 'results'}}}}}
 CHILD = """
 import json, resource, sys, time
 from evalbench.config import load_run_config
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 t, cpu = time.perf_counter(), time.process_time()
 result = run(load_run_config(sys.argv[1], run_id=sys.argv[2]), progress=False)
 elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu

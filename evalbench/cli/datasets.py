@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.config import RunConfig
 from evalbench.core.errors import DatasetError
-from evalbench.dataset import Dataset, Item
-from evalbench.dataset.knowledge import load_knowledge
+from evalbench.dataset import Item
+from evalbench.run.items import Items
 
 UNSET = "(unset)"  # the key of items with no difficulty / a follow-up with no type
 
@@ -104,19 +103,17 @@ def _knowledge_ids(item: Item) -> set[int]:
     return ids | item.deleted_knowledge
 
 
-def dataset_info(config: RunConfig, validation: Path | None = None) -> DatasetInfo:
-    """Counts per group of the config's dataset (its dialects and query types, no subset)."""
-    dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
-    scan = dataset.scan()
+def dataset_info(items: Items, validation: Path | None = None) -> DatasetInfo:
+    """Counts per group of the run's dataset (its dialects and query types, no subset)."""
+    dataset, scan = items.dataset, items.found
     groups = {key: GroupInfo(*key) for key in sorted(scan.groups)}
     database_of: dict[str, GroupInfo] = {}
     for item in dataset.items():
         group = groups[(item.dialect, item.database)]
         group.add(item)
         database_of[item.id] = group
-    knowledge = load_knowledge(config.knowledge_path)
     for group in groups.values():
-        group.knowledge_entries = len(knowledge.get(group.database, {}))
+        group.knowledge_entries = len(items.knowledge.get(group.database, {}))
     if validation is not None:
         _add_validation(validation, database_of, list(groups.values()))
     return DatasetInfo(path=str(dataset.path), format=scan.format, groups=list(groups.values()),

@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import evalbench.run.databases as databases
 from evalbench.backends.tables import TableInfo, match_knowledge, read_tables
-from evalbench.config import RunConfig
 from evalbench.core.errors import ConfigError, EvalbenchError
-from evalbench.dataset import Dataset
-from evalbench.dataset.knowledge import load_knowledge
-from evalbench.run import databases
+from evalbench.run.items import Items
+from evalbench.run.plan import RunPlan
 
 
 @dataclass
@@ -32,26 +31,25 @@ class DatabaseInfo:
                 "knowledge_entries": self.knowledge_entries, "knowledge_unmatched": self.knowledge_unmatched}
 
 
-def _groups(config: RunConfig, only: str | None) -> list[tuple[str, str]]:
-    dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
-    groups = sorted(dataset.scan().groups)
+def _groups(items: Items, only: str | None) -> list[tuple[str, str]]:
+    groups = sorted(items.found.groups)
     if only is None:
         return groups
     chosen = [g for g in groups if only in (g[1], f"{g[0]}/{g[1]}")]
     if not chosen:
         known = ", ".join(f"{d}/{n}" for d, n in groups) or "none"
         raise ConfigError(f"--database {only!r}: no item of the dataset uses it (databases: {known})",
-                          file=str(config.source) if config.source else None, key="dataset_config")
+                          file=items.spec.where, key="dataset_config")
     return chosen
 
 
-def db_info(config: RunConfig, only: str | None = None) -> list[DatabaseInfo]:
-    """The databases of the config's dataset (or only the one named ``NAME`` or ``DIALECT/NAME``)."""
-    knowledge = load_knowledge(config.knowledge_path)
+def db_info(plan: RunPlan, items: Items, only: str | None = None) -> list[DatabaseInfo]:
+    """The databases of the run's dataset (or only the one named ``NAME`` or ``DIALECT/NAME``)."""
+    knowledge = items.knowledge
     out = []
-    for dialect, name in _groups(config, only):
-        db = databases.database(config, dialect, name)
-        sandbox = db.open_sandbox(config, db.provision(config))
+    for dialect, name in _groups(items, only):
+        db = databases.database(plan.databases, dialect, name)
+        sandbox = db.open_sandbox(db.provision())
         try:
             tables = read_tables(sandbox)
         except EvalbenchError as exc:

@@ -395,8 +395,9 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evalbench.config import load_run_config
-    from evalbench.results.render.console import print_summary
-    from evalbench.run.orchestrator import run
+    from evalbench.run.items import Items
+    from evalbench.run.parts import RunParts
+    from evalbench.run.plan import RunPlan
 
     _check_executor(args)
     overrides = _overrides(args.set)
@@ -405,22 +406,35 @@ def _run(args: argparse.Namespace) -> int:
     if args.output_dir:
         overrides["reporting"] = {"csv": {"output_directory": str(Path(args.output_dir).resolve())}}
     overrides |= _subset_overrides(args)
-    config = load_run_config(args.config, **overrides)
+    plan = RunPlan.resolve(load_run_config(args.config, **overrides))
     thresholds = _thresholds(args)  # bad gate options fail before the run, not after
-    code = _preflight(args, config, thresholds)
-    if code:
-        return code
-    from evalbench.run.parallel.sizing import auto_workers, check_workers, fit_workers
+    items = Items(plan.items)  # the dataset is scanned once: preflight, worker sizing and the run share it
+    with RunParts(plan, items) as parts:  # built once: preflight probes the agent and virtual user the run uses
+        code = _preflight(args, plan, items, parts, thresholds)
+        if code:
+            return code
+        from evalbench.run.parallel.sizing import auto_workers, check_workers, fit_workers
 
-    if args.workers is None and args.executor == "local":
-        args.workers = auto_workers(config, args.shard, Path(args.resume) if args.resume else None)
-    check_workers(1 if args.workers is None else args.workers, args.shard)
-    if not args.resume and args.workers is not None:
-        args.workers = fit_workers(config, args.workers)
-    if args.executor == "ray" or (args.workers or 1) > 1:
-        return _run_workers(args, config, thresholds)
+        if args.workers is None and args.executor == "local":
+            args.workers = auto_workers(plan, items, args.shard, Path(args.resume) if args.resume else None)
+        check_workers(1 if args.workers is None else args.workers, args.shard)
+        if not args.resume and args.workers is not None:
+            args.workers = fit_workers(plan, items, args.workers)
+        if args.executor == "ray" or (args.workers or 1) > 1:
+            parts.close()  # each worker builds its own
+            return _run_workers(args, plan, items, thresholds)
+        return _run_here(args, plan, items, parts, thresholds)
+
+
+def _run_here(args: argparse.Namespace, plan: Any, items: Any, parts: Any, thresholds: Any) -> int:
+    """The run in this process, on the items and parts preflight read and built."""
+    from pathlib import Path
+
+    from evalbench.results.render.console import print_summary
+    from evalbench.run.orchestrator import run
+
     with _sigterm_as_interrupt():
-        result = run(config, strict=args.strict, progress=not args.no_progress,
+        result = run(plan, items=items, parts=parts, strict=args.strict, progress=not args.no_progress,
                      resume=Path(args.resume) if args.resume else None, retry_errors=args.retry_errors,
                      agent_down_after=args.agent_down_after, reports=not args.journal_only)
     print_summary(result.summary, result.run_dir, sys.stdout)
@@ -438,25 +452,18 @@ def _check_executor(args: argparse.Namespace) -> None:
         raise ConfigError("--executor ray and --shard: Ray runs every shard of the run; --shard is one shard of a split")
 
 
-def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
+def _run_workers(args: argparse.Namespace, plan: Any, items: Any, thresholds: Any) -> int:
     """``run --workers N``: the shards as processes, merged into the run directory (evalbench.run.parallel.processes),
     or as Ray tasks (``--executor ray``, evalbench.run.parallel.ray)."""
     from pathlib import Path
 
-    from evalbench.core.errors import ConfigError
     from evalbench.results.render.console import print_summary
     from evalbench.run.lock import hold_run_lock
-    from evalbench.run.manifest import make_run_id
+    from evalbench.run.orchestrator import new_run_directory
     from evalbench.run.parallel.processes import run_workers
 
     how = "--executor ray" if args.executor == "ray" else f"--workers {args.workers}"
-    if args.resume:
-        run_dir = Path(args.resume)
-    else:
-        run_dir = config.reporting.csv.output_directory / (config.run_id or make_run_id(config))
-        if (run_dir / "conversations.jsonl").exists():
-            raise ConfigError(f"run directory {run_dir} already holds a journal; choose another run_id "
-                              f"(or continue it with --resume {run_dir} {how})")
+    run_dir = Path(args.resume) if args.resume else new_run_directory(plan.output, plan.identity, how)
     raw = args.raw_argv
     argv = raw[raw.index("run") + 1:]
     # held while this process or any worker lives (the workers inherit it): see evalbench.run.lock
@@ -466,7 +473,7 @@ def _run_workers(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
             from evalbench.run.parallel.sizing import shard_cap
 
             code, summary = run_ray(argv, run_dir, shards=args.workers, address=args.ray_address, resume=bool(args.resume),
-                                    retry_errors=args.retry_errors, max_shards=None if args.resume else shard_cap(config))
+                                    retry_errors=args.retry_errors, max_shards=None if args.resume else shard_cap(plan, items))
         else:
             code, summary = run_workers(argv, run_dir, args.workers, resume=bool(args.resume), progress=not args.no_progress,
                                         lock=lock)
@@ -743,17 +750,20 @@ def _inspect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evalbench.config import load_run_config
+    from evalbench.run.items import Items
+    from evalbench.run.plan import RunPlan
 
-    config = load_run_config(args.config)
+    plan = RunPlan.resolve(load_run_config(args.config))
+    items = Items(plan.items)
     if args.command == "datasets":
-        from evalbench.cli import datasets as dataset_info
+        import evalbench.cli.datasets as dataset_info
 
-        info = dataset_info.dataset_info(config, Path(args.validation) if args.validation else None)
+        info = dataset_info.dataset_info(items, Path(args.validation) if args.validation else None)
         print(json.dumps(info.as_dict(), indent=2) if args.json else dataset_info.render_text(info))
         return EXIT_OK
-    from evalbench.cli import db as db_info
+    import evalbench.cli.db as db_info
 
-    infos = db_info.db_info(config, args.database)
+    infos = db_info.db_info(plan, items, args.database)
     print(json.dumps([i.as_dict() for i in infos], indent=2) if args.json else db_info.render_text(infos))
     return EXIT_OK
 
@@ -763,11 +773,12 @@ def _validate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evalbench.config import load_run_config
+    from evalbench.run.plan import RunPlan
     from evalbench.run.validate import text, validate
 
-    config = load_run_config(args.config, **_overrides(args.set))
+    plan = RunPlan.resolve(load_run_config(args.config, **_overrides(args.set)))
     with _sigterm_as_interrupt():  # as Ctrl-C: the test-case processes in flight are stopped
-        report = validate(config, test_cases=not args.no_test_cases, progress=not args.no_progress)
+        report = validate(plan, test_cases=not args.no_test_cases, progress=not args.no_progress)
     for error in report.record_errors:
         print(f"record error: {error}")
     for key, problem in report.database_errors.items():
@@ -790,7 +801,7 @@ def _gates(fail_under: list[Any], max_regression: list[Any]) -> list[tuple[str, 
     return [("--fail-under", t) for t in fail_under] + [("--max-regression", t) for t in max_regression]
 
 
-def _preflight(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
+def _preflight(args: argparse.Namespace, plan: Any, items: Any, parts: Any, thresholds: Any) -> int:
     """Before item 1: the gates' metric names always; unless --no-preflight, every check of
     evalbench.run.preflight. Each failure is one line on stderr; the exit code (0: go on)."""
     from pathlib import Path
@@ -803,12 +814,12 @@ def _preflight(args: argparse.Namespace, config: Any, thresholds: Any) -> int:
     gates = _gates(thresholds[0], thresholds[1])
     if args.no_preflight:
         try:
-            validate_gates(config, gates)
+            validate_gates(plan, gates)
         except ConfigError as exc:
             print(f"error: preflight: gates: {exc.message}", file=sys.stderr)
             return EXIT_CONFIG
         return EXIT_OK
-    checks = preflight(config, gates=gates, output_dir=Path(args.resume) if args.resume else None)
+    checks = preflight(plan, items, parts, gates=gates, output_dir=Path(args.resume) if args.resume else None)
     for check in checks:
         if not check.ok:
             print(f"error: preflight: {check.line()}", file=sys.stderr)
@@ -824,6 +835,9 @@ def _check(args: argparse.Namespace) -> int:
     from evalbench.config import load_run_config
     from evalbench.core.errors import ConfigError
     from evalbench.results.gates import parse_threshold
+    from evalbench.run.items import Items
+    from evalbench.run.parts import RunParts
+    from evalbench.run.plan import RunPlan
     from evalbench.run.preflight import exit_code, preflight
 
     if not args.timeout > 0:
@@ -831,11 +845,13 @@ def _check(args: argparse.Namespace) -> int:
     overrides = _overrides(args.set)
     if args.output_dir:
         overrides["reporting"] = {"csv": {"output_directory": str(Path(args.output_dir).resolve())}}
-    config = load_run_config(args.config, **overrides)
+    plan = RunPlan.resolve(load_run_config(args.config, **overrides))
     gates = _gates([parse_threshold(t, "--fail-under") for t in args.fail_under],
                    [parse_threshold(t, "--max-regression") for t in args.max_regression])
     started = time.monotonic()
-    checks = preflight(config, gates=gates, timeout_s=args.timeout)
+    items = Items(plan.items)
+    with RunParts(plan, items) as parts:
+        checks = preflight(plan, items, parts, gates=gates, timeout_s=args.timeout)
     for check in checks:
         print(f"{'ok  ' if check.ok else 'FAIL'}  {check.line()}")
     failed = [c for c in checks if not c.ok]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -140,3 +141,15 @@ class DatabaseConfig(StrictModel):
 # --------------------------------------------------------------------------- run
 
 
+def database_for(configs: Sequence[DatabaseConfig], dialect: str, database: str) -> DatabaseConfig:
+    """The configured database, or the embedded default for a database with no config."""
+    for db in configs:
+        if db.database_name == database and db.dialect == dialect:
+            return db.model_copy(update={"database_name": database + db.db_name_suffix}) if db.db_name_suffix else db
+    for db in configs:
+        # EvalBench's db config names a server that serves every database of its dialect
+        # (databases/__init__.py::get_database replaces database_name by the item's database)
+        if db.dialect == dialect and db.serves_every_database:
+            return db.model_copy(update={"database_name": database + db.db_name_suffix})
+    # a database with no config: the dialect's own backend, embedded (a file for sqlite...)
+    return DatabaseConfig(database_name=database, dialect=dialect)

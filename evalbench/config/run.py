@@ -33,7 +33,7 @@ from evalbench.config.compat import (
     rejected_run_key,
     scorer_aliases,
 )
-from evalbench.config.databases import DatabaseConfig, Dialect
+from evalbench.config.databases import DatabaseConfig, Dialect, database_for
 from evalbench.config.prices import ModelPrice
 from evalbench.config.types import (
     ExistingPath,
@@ -294,16 +294,7 @@ class RunConfig(StrictModel):
 
     def database_for(self, dialect: str, database: str) -> DatabaseConfig:
         """The configured database, or the embedded default for a database with no config."""
-        for db in self.database_configs:
-            if db.database_name == database and db.dialect == dialect:
-                return db.model_copy(update={"database_name": database + db.db_name_suffix}) if db.db_name_suffix else db
-        for db in self.database_configs:
-            # EvalBench's db config names a server that serves every database of its dialect
-            # (databases/__init__.py::get_database replaces database_name by the item's database)
-            if db.dialect == dialect and db.serves_every_database:
-                return db.model_copy(update={"database_name": database + db.db_name_suffix})
-        # a database with no config: the dialect's own backend, embedded (a file for sqlite...)
-        return DatabaseConfig(database_name=database, dialect=dialect)
+        return database_for(self.database_configs, dialect, database)
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able copy for the manifest, with every secret redacted."""

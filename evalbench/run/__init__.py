@@ -19,10 +19,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def run(config: RunConfig, **kwargs: Any) -> RunResult:
-    """Run an evaluation described by ``config`` (see :func:`evalbench.config.load_run_config`)."""
+    """Run an evaluation described by ``config`` (see :func:`evalbench.config.load_run_config`);
+    ``kwargs`` are those of :func:`evalbench.run.orchestrator.run`."""
     from evalbench.run.orchestrator import run as _run
+    from evalbench.run.plan import RunPlan
 
-    return _run(config, **kwargs)
+    return _run(RunPlan.resolve(config), **kwargs)
 
 
 class _CallableModule(types.ModuleType):

@@ -1,66 +1,60 @@
 """One database of a run, through its backend: which backend serves it, its setup files, and
-its sandbox once provisioned. The orchestrator, ``validate`` and preflight all start here, so
-none of them knows which engine is behind a database."""
+its sandbox once provisioned. The orchestrator, ``validate``, preflight and ``evalbench db`` all
+start here, so none of them knows which engine is behind a database."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalbench.backends import backend_name, get_backend
-from evalbench.backends.base import Backend, Provisioned, Sandbox, SandboxLimits
-from evalbench.backends.setup import SetupFiles, find_setup
+from evalbench.backends.base import Backend, Provisioned, Sandbox
+from evalbench.backends.setup import SetupFiles
 from evalbench.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from evalbench.config import DatabaseConfig, RunConfig
+from evalbench.run.plan import DatabasePart, DatabasesSpec
 
 
 @dataclass
 class Database:
-    """A (dialect, database) group's database: its config and the backend that serves it."""
+    """A (dialect, database) group's database: its part of the plan and the backend that serves it."""
 
-    dialect: str
-    name: str  # as the items name it
-    config: DatabaseConfig
+    part: DatabasePart
     backend: Backend
 
-    def setup(self, run: RunConfig) -> SetupFiles | None:
-        return find_setup(run.setup_directory, self.name, self.dialect, self.backend.setup_dialects())
+    @property
+    def dialect(self) -> str:
+        return self.part.dialect
 
-    def provision(self, run: RunConfig) -> Provisioned:
-        return self.backend.provision(self.config, self.setup(run), run.embedded.data_dir)
+    @property
+    def name(self) -> str:
+        return self.part.name
 
-    def open_sandbox(self, run: RunConfig, provisioned: Provisioned) -> Sandbox:
-        execution = run.execution
-        limits = SandboxLimits(
-            pool_size=run.runners.sqlexec_runners,
-            statement_timeout_s=self.config.statement_timeout_s or execution.statement_timeout_s,
-            max_rows=self.config.max_rows or execution.max_rows,
-            executions_per_minute=self.config.max_executions_per_minute,
-            max_result_bytes=execution.max_result_bytes,
-        )
-        return self.backend.open_sandbox(self.config, provisioned, limits, run.embedded.data_dir)
+    def setup(self) -> SetupFiles | None:
+        return self.part.setup(self.backend.setup_dialects())
 
-    def probe(self, run: RunConfig, timeout_s: float) -> str:
-        return self.backend.probe(self.config, self.setup(run), run.embedded.data_dir, timeout_s)
+    def provision(self) -> Provisioned:
+        return self.backend.provision(self.part.config, self.setup(), self.part.embedded_dir)
+
+    def open_sandbox(self, provisioned: Provisioned) -> Sandbox:
+        return self.backend.open_sandbox(self.part.config, provisioned, self.part.limits, self.part.embedded_dir)
+
+    def probe(self, timeout_s: float) -> str:
+        return self.backend.probe(self.part.config, self.setup(), self.part.embedded_dir, timeout_s)
 
 
-def database(run: RunConfig, dialect: str, name: str) -> Database:
-    """The database ``name`` of ``dialect`` as the run config describes it. An unknown backend
+def database(spec: DatabasesSpec, dialect: str, name: str) -> Database:
+    """The database ``name`` of ``dialect`` as the run's databases describe it. An unknown backend
     (``db_type``) is a ConfigError naming the known ones."""
-    config = run.database_for(dialect, name)
-    wanted = backend_name(config.db_type, config.dialect)
+    part = spec.for_group(dialect, name)
+    wanted = backend_name(part.config.db_type, part.config.dialect)
     try:
         backend = get_backend(wanted)
     except KeyError as exc:
-        raise ConfigError(str(exc).strip("'\""), file=str(run.source) if run.source else None,
-                          key="database_configs.db_type") from None
+        raise ConfigError(str(exc).strip("'\""), file=spec.where, key="database_configs.db_type") from None
     except ImportError as exc:  # an optional backend whose driver is not installed
         raise ConfigError(f"backend {wanted!r} needs a package that is not installed ({exc.name or exc}); "
-                          f"install evalbench[{wanted}]", file=str(run.source) if run.source else None,
-                          key="database_configs.db_type") from None
-    return Database(dialect, name, config, backend)
+                          f"install evalbench[{wanted}]", file=spec.where, key="database_configs.db_type") from None
+    return Database(part, backend)
 
 
 def provision_entry(provisioned: Provisioned) -> dict[str, Any]:

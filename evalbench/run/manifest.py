@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from evalbench import __version__
-from evalbench.config import RunConfig
 from evalbench.core.redaction import redact, redact_arg
 from evalbench.dataset import Dataset
+from evalbench.run.plan import Identity
 from evalbench.run.resume import session_changes
 
 
-def make_run_id(config: RunConfig) -> str:
-    stem = config.source.stem if config.source else "run"
+def make_run_id(source: Path | None) -> str:
+    """A new run's id: the time, the config file's name and a random suffix."""
+    stem = source.stem if source else "run"
     return f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}-{secrets.token_hex(2)}"
 
 
@@ -42,7 +43,7 @@ def git_sha() -> str | None:
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
-def build_manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any],
+def build_manifest(identity: Identity, run_id: str, dataset: Dataset, scan: Any, agent: dict[str, Any], vuser: dict[str, Any],
               dataset_sha256: str, metric_scorers: list[str]) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -64,16 +65,16 @@ def build_manifest(config: RunConfig, run_id: str, dataset: Dataset, scan: Any, 
         "platform": platform.platform(),
         "packages": packages,
         "command": [os.path.basename(sys.argv[0])] + [redact_arg(a) for a in sys.argv[1:]],
-        "config_file": str(config.source) if config.source else None,
-        "config": config.snapshot(),
-        "config_fingerprint": config.fingerprint(),
-        "seed": config.seed,
+        "config_file": identity.where,
+        "config": identity.snapshot(),
+        "config_fingerprint": identity.fingerprint,
+        "seed": identity.seed,
         "dataset": {"path": str(dataset.path), "sha256": dataset_sha256, "format": scan.format,
                     "items": scan.total, "groups": {f"{d}/{n}": c for (d, n), c in sorted(scan.groups.items())},
                     "record_errors": len(scan.errors)},
         "agent": agent,
         "vuser": vuser,
-        "scorers": list(config.scorers),
+        "scorers": list(identity.scorers),
         "metric_scorers": metric_scorers,
     })
 

@@ -42,7 +42,9 @@ from evalbench.core.errors import ConfigError, DatasetError, EvalbenchError
 from evalbench.results.gates import Threshold, check_rate_value
 
 if TYPE_CHECKING:
-    from evalbench.config import RunConfig
+    from evalbench.run.items import Items
+    from evalbench.run.parts import RunParts
+    from evalbench.run.plan import DatabasesSpec, RunPlan
 
 log = logging.getLogger(__name__)
 
@@ -74,40 +76,37 @@ def exit_code(checks: Iterable[Check]) -> int:
 # --------------------------------------------------------------------------- the checks
 
 
-def preflight(config: RunConfig, *, gates: Sequence[tuple[str, Threshold]] = (), output_dir: Path | None = None,
-              timeout_s: float = TIMEOUT_S) -> list[Check]:
-    """Run every check for ``config``; ``gates`` are (option, threshold) pairs whose metric
-    names are checked; ``output_dir`` is where the run directory goes (default: the config's)."""
+def preflight(plan: RunPlan, items: Items, parts: RunParts, *, gates: Sequence[tuple[str, Threshold]] = (),
+              output_dir: Path | None = None, timeout_s: float = TIMEOUT_S) -> list[Check]:
+    """Run every check of the run planned by ``plan``, on the items and parts the run then uses
+    (the dataset is scanned once, the agent and virtual user built once); ``gates`` are (option,
+    threshold) pairs whose metric names are checked; ``output_dir`` is where the run directory
+    goes (default: the plan's)."""
     from evalbench.core import deadline
-    from evalbench.dataset import Dataset
 
     deadline.reset_cancel()  # a run starts: an earlier run's cancellation (Ctrl-C, the breaker) is over
-    where = str(config.source) if config.source else None
+    where = plan.identity.where
     checks: list[Check] = []
     groups: list[tuple[str, str]] = []
-    dataset_format: str | None = None
 
     def dataset() -> str:
-        nonlocal dataset_format
-        dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
-        scan = dataset.scan()
-        dataset_format = scan.format
+        scan = items.found
         if scan.total == 0:  # the run's own message
-            raise DatasetError(dataset.nothing_to_run(), file=str(config.dataset_config))
+            raise DatasetError(items.dataset.nothing_to_run(), file=str(plan.items.path))
         groups.extend(sorted(scan.groups))
         errors = f", {len(scan.errors)} malformed record(s) skipped" if scan.errors else ""
         return f"{scan.total} items on {', '.join(f'{d}/{n}' for d, n in groups)}{errors}"
 
     checks.append(_attempt("dataset", dataset, where))
-    checks.append(_attempt("scoring", lambda: _scoring(config, dataset_format), where))
+    checks.append(_attempt("scoring", lambda: _scoring(parts), where))
     if gates:  # command-line options, not the config file's
-        checks.append(_attempt("gates", lambda: _gates(config, gates), None))
+        checks.append(_attempt("gates", lambda: _gates(plan, gates), None))
     probes: list[tuple[str, Callable[[], str]]] = [
-        (f"agent {config.agent.agent}", lambda: _agent(config, timeout_s)),
-        (f"virtual user {config.vuser.vuser}", lambda: _vuser(config, timeout_s)),
+        (f"agent {plan.agent.agent}", lambda: _probe(parts.agent, timeout_s, "no probe for this agent: not checked")),
+        (f"virtual user {plan.vuser.vuser}", lambda: _probe(parts.vuser, timeout_s, "offline: nothing to reach")),
     ]
-    probes += [(f"database {d}/{n}", _database_probe(config, d, n, timeout_s)) for d, n in groups]
-    probes.append(("output directory", lambda: _output_dir(output_dir or config.reporting.csv.output_directory)))
+    probes += [(f"database {d}/{n}", _database_probe(plan.databases, d, n, timeout_s)) for d, n in groups]
+    probes.append(("output directory", lambda: _output_dir(output_dir or plan.output.root)))
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="evalbench-preflight") as pool:
         futures = [pool.submit(_attempt, name, probe, where) for name, probe in probes]
         checks += [future.result() for future in futures]
@@ -133,44 +132,20 @@ def _attempt(name: str, probe: Callable[[], str], where: str | None) -> Check:
         return Check(name, False, f"{type(exc).__name__}: {exc}", 3)
 
 
-def _scoring(config: RunConfig, dataset_format: str | None) -> str:
-    from evalbench.scoring.plan import plan_scoring
-
-    plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, dataset_format)
-    for scorer in plan.build():  # e.g. the llmrater's client: its key must be there
-        close = getattr(scorer, "close", None)
-        if close is not None:
-            close()
-    return f"scorers {', '.join(plan.scorers)}"
+def _scoring(parts: RunParts) -> str:
+    _ = parts.scorers  # built: e.g. the llmrater's client needs its key
+    return f"scorers {', '.join(parts.scoring.scorers)}"
 
 
-def _gates(config: RunConfig, gates: Sequence[tuple[str, Threshold]]) -> str:
-    validate_gates(config, gates)
+def _gates(plan: RunPlan, gates: Sequence[tuple[str, Threshold]]) -> str:
+    validate_gates(plan, gates)
     return f"the metrics {', '.join(t.metric for _, t in gates)} are known"
 
 
-def _agent(config: RunConfig, timeout_s: float) -> str:
-    from evalbench.agents import AgentContext, build_agent
-
-    agent = build_agent(config.agent, AgentContext(seed=config.seed))
-    try:
-        probe = getattr(agent, "probe", None)
-        return probe(timeout_s) if probe is not None else "no probe for this agent: not checked"
-    finally:
-        agent.close()
-
-
-def _vuser(config: RunConfig, timeout_s: float) -> str:
-    from evalbench.vuser import build_vuser
-
-    vuser = build_vuser(config.vuser, config.seed)
-    try:
-        probe = getattr(vuser, "probe", None)
-        return probe(timeout_s) if probe is not None else "offline: nothing to reach"
-    finally:
-        close = getattr(vuser, "close", None)
-        if close is not None:
-            close()
+def _probe(part: object, timeout_s: float, without: str) -> str:
+    """The part's own ``probe(timeout_s)`` (the agent's, the virtual user's), or ``without``."""
+    probe = getattr(part, "probe", None)
+    return str(probe(timeout_s)) if probe is not None else without
 
 
 # --------------------------------------------------------------------------- gate metrics
@@ -214,35 +189,33 @@ def _mean_scorers(scorers: Iterable[str]) -> set[str]:
     return {name for name in scorers if name in SCORERS and getattr(SCORERS.get(name), "is_metric", False)}
 
 
-def validate_gates(config: RunConfig, gates: Sequence[tuple[str, Threshold]]) -> None:
+def validate_gates(plan: RunPlan, gates: Sequence[tuple[str, Threshold]]) -> None:
     """The gate metric check alone (``run --no-preflight`` still makes it): a misspelt metric
     fails before the run, not after it. Scoring settings that do not resolve are left to the run."""
     if not gates:
         return
-    from evalbench.scoring.plan import plan_scoring
-
     try:
-        plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, None)
+        scoring = plan.scoring.plan(None)
     except (KeyError, ValueError):
         return
-    check_gate_metrics(gates, list(plan.scorers), config.trials)
+    check_gate_metrics(gates, list(scoring.scorers), plan.conversation.trials)
 
 
 # --------------------------------------------------------------------------- databases
 
 
-def _database_probe(config: RunConfig, dialect: str, database: str, timeout_s: float) -> Callable[[], str]:
-    return lambda: check_database(config, dialect, database, timeout_s)
+def _database_probe(spec: DatabasesSpec, dialect: str, database: str, timeout_s: float) -> Callable[[], str]:
+    return lambda: check_database(spec, dialect, database, timeout_s)
 
 
-def check_database(config: RunConfig, dialect: str, database: str, timeout_s: float = TIMEOUT_S) -> str:
+def check_database(spec: DatabasesSpec, dialect: str, database: str, timeout_s: float = TIMEOUT_S) -> str:
     """The database's backend reaches it (the server as admin, the sandbox login; or its file),
     and the database exists or has a setup to create it from."""
     from evalbench.backends.base import DatabaseUnavailable
     from evalbench.run.databases import database as database_of
 
     try:
-        return database_of(config, dialect, database).probe(config, timeout_s)
+        return database_of(spec, dialect, database).probe(timeout_s)
     except DatabaseUnavailable as exc:
         raise Unreachable(str(exc)) from None
 

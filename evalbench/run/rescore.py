@@ -20,7 +20,9 @@ import secrets
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalbench.config.recorded import REPLACED, load_rescore_config
 from evalbench.core.errors import ConfigError
+from evalbench.run.plan import RunPlan
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +30,6 @@ log = logging.getLogger(__name__)
 # asks for turns it never had, which the replay records as agent_error.
 SHAPING = ("max_turns", "debug_attempts", "trials", "follow_up", "orchestrator", "dataset_format", "dialects",
            "query_types", "subset")
-REPLACED = ("model_config", "vuser_model_config")  # rescore replays these; they cannot be set
-KEPT = ("subset", "trials")  # which conversations: the source's, also with --config FILE
 
 
 def rescore(source: Path, *, config_file: Path | None = None, overrides: dict[str, Any] | None = None,
@@ -54,8 +54,9 @@ def rescore(source: Path, *, config_file: Path | None = None, overrides: dict[st
     if (Path(overrides["reporting"]["csv"]["output_directory"]) / overrides["run_id"]).resolve() == source:
         raise ConfigError(f"the rescored run would overwrite its source {source}: choose another --run-id or --output-dir")
     config, origin = load_rescore_config(source, manifest, config_file, overrides)
-    _warn_differences(manifest, config)
-    result = run(config, progress=progress, out=out, agent_down_after=0)  # no agent to be down
+    plan = RunPlan.resolve(config)
+    _warn_differences(manifest, plan)
+    result = run(plan, progress=progress, out=out, agent_down_after=0)  # no agent to be down
     new_manifest = read_manifest(result.run_dir)
     new_manifest["rescored_from"] = {
         "run_id": manifest.get("run_id"), "run_dir": str(source), "config_fingerprint": manifest.get("config_fingerprint"),
@@ -66,99 +67,19 @@ def rescore(source: Path, *, config_file: Path | None = None, overrides: dict[st
     return result
 
 
-def load_rescore_config(source: Path, manifest: dict[str, Any], config_file: Path | None,
-                        overrides: dict[str, Any]) -> tuple[Any, str]:
-    """The run config to score with, its agent and virtual user replaced by the replays; and
-    where it came from (the file, or ``manifest.json``)."""
-    from evalbench.config import load_run_config
-
-    agent = {"agent": "replay", "run_dir": str(source)}
-    # the source's conversations are the ones scored: its subset and trials, unless --set says otherwise
-    recorded = manifest.get("config")
-    recorded = recorded if isinstance(recorded, dict) else {}
-    same = {key: recorded[key] for key in KEPT if recorded.get(key) is not None and key not in overrides}
-    if config_file is not None:
-        config = load_run_config(config_file, **(same | overrides), model_config=agent)
-        return _with_replay_vuser(config, source), str(config_file)
-    try:
-        return _from_snapshot(source, manifest, overrides, agent), "manifest.json"
-    except ConfigError as exc:
-        file = manifest.get("config_file")
-        if not file or not Path(file).is_file():
-            raise ConfigError(f"the config recorded in {source / 'manifest.json'} cannot be used ({exc.message}); "
-                              "pass the run's config with --config FILE", file=exc.file, key=exc.key) from None
-        log.warning("the config recorded in %s cannot be used (%s): using its config file %s instead",
-                    source / "manifest.json", exc.message, file)
-        config = load_run_config(file, **(same | overrides), model_config=agent)
-        return _with_replay_vuser(config, source), str(file)
-
-
-def _with_replay_vuser(config: Any, source: Path) -> Any:
-    from evalbench.config import ReplayVUserConfig
-
-    vuser = ReplayVUserConfig(vuser="replay", run_dir=source, patience=getattr(config.vuser, "patience", 3))
-    return config.model_copy(update={"vuser": vuser})
-
-
-def _from_snapshot(source: Path, manifest: dict[str, Any], overrides: dict[str, Any], agent: dict[str, Any]) -> Any:
-    """The config the source recorded (``manifest.json → config``), paths as recorded (relative
-    ones from the working directory)."""
-    from pydantic import ValidationError
-
-    from evalbench.config import RunConfig
-
-    snapshot = manifest.get("config")
-    where = str(source / "manifest.json")
-    if not isinstance(snapshot, dict):
-        raise ConfigError("the manifest records no config", file=where, key="config")
-    fields = {f.alias or name for name, f in RunConfig.model_fields.items()} | set(RunConfig.model_fields)
-    data = {k: v for k, v in snapshot.items() if k in fields and k not in REPLACED} | overrides
-    secret = _redacted(data)
-    if secret is not None:
-        raise ConfigError("the manifest redacts a secret the run needs", file=where, key=f"config.{secret}")
-    vuser = snapshot.get("vuser_model_config")
-    vuser = vuser if isinstance(vuser, dict) else {}
-    data["model_config"] = agent
-    data["vuser_model_config"] = {"vuser": "replay", "run_dir": str(source), "patience": vuser.get("patience", 3)}
-    try:
-        return RunConfig.model_validate(data)
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        key = ".".join(str(part) for part in error["loc"])
-        raise ConfigError(f"{error['msg']}", file=where, key=f"config.{key}") from None
-    except ValueError as exc:  # a validator's own error
-        raise ConfigError(str(exc), file=where, key="config") from None
-
-
-def _redacted(value: Any, path: str = "") -> str | None:
-    """The key path of the first value the manifest redacted (``***``), if any."""
-    if isinstance(value, dict):
-        for key, sub in value.items():
-            found = _redacted(sub, f"{path}.{key}" if path else str(key))
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, sub in enumerate(value):
-            found = _redacted(sub, f"{path}.{index}")
-            if found is not None:
-                return found
-    elif isinstance(value, str) and (value == "***" or ":***@" in value or "=***" in value):
-        return path  # how config.redact and redact_url write a secret
-    return None
-
-
-def _warn_differences(manifest: dict[str, Any], config: Any) -> None:
+def _warn_differences(manifest: dict[str, Any], plan: RunPlan) -> None:
     """Warn about what makes the replay leave the recorded path: a changed dataset file, or a
     setting that decides which turns are asked."""
     recorded = (manifest.get("dataset") or {}).get("sha256")
     # the path comes from the source's manifest: only a regular file is hashed (the run then reads the dataset itself)
-    if recorded and Path(config.dataset_config).is_file():
+    dataset = plan.items.path
+    if recorded and dataset.is_file():
         from evalbench.run.manifest import file_sha256
 
-        if file_sha256(Path(config.dataset_config)) != recorded:
+        if file_sha256(dataset) != recorded:
             log.warning("the dataset file %s changed since the source run: its current golden SQL and conditions are "
-                        "used", config.dataset_config)
-    old, new = manifest.get("config") or {}, config.snapshot()
+                        "used", dataset)
+    old, new = manifest.get("config") or {}, plan.identity.snapshot()
     changed = [key for key in SHAPING if key in old and old.get(key) != new.get(key)]
     if changed:
         log.warning("rescore: %s differ from the source run's; turns the source never had end as agent_error "

@@ -28,11 +28,13 @@ from evalbench.core.conversation import (
     after_prompt,
     after_score,
     after_vuser,
+    conversation_seed,
     fail,
     next_user_message,
     start,
 )
 from evalbench.dataset import Item
+from evalbench.run.plan import ConversationSpec
 from evalbench.scoring import Score, Scorer
 from evalbench.scoring.primary import PrimaryPolicy
 from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem
@@ -73,6 +75,14 @@ def new_conversation(item: Item, *, seed: int, max_turns: int, patience: int, ti
                         trial=trial, follow_up=follow_up)
     start(conv)
     return conv
+
+
+def planned_conversation(item: Item, spec: ConversationSpec, trial: int = 1) -> Conversation:
+    """Trial ``trial`` of ``item`` in a run: its seed derives from the run's, the item and the trial,
+    and its deadline runs from now."""
+    return new_conversation(item, seed=conversation_seed(spec.seed, item.id, trial=trial), max_turns=spec.max_turns,
+                            patience=spec.patience, timeout_s=spec.timeout_s, debug_attempts=spec.debug_attempts,
+                            trial=trial, follow_up=spec.follow_up)
 
 
 class StageWork:

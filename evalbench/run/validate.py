@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalbench.backends.base import Sandbox
-from evalbench.config import RunConfig
 from evalbench.core.conversation import follow_up_phase, main_phase
-from evalbench.dataset import Dataset, Item, RecordError
-from evalbench.scoring.plan import plan_scoring
+from evalbench.dataset import Item, RecordError
+from evalbench.run.plan import DatabasesSpec, RunPlan
 from evalbench.scoring.semantics import execute_golden
 from evalbench.scoring.validity import Finding, GoldenCheck
 
@@ -135,26 +134,26 @@ def check_item(item: Item, sandbox: Sandbox | None, check: GoldenCheck) -> ItemR
 _Group = tuple[Sandbox | None, list[Future[ItemReport]]]
 
 
-def validate(config: RunConfig, *, test_cases: bool = True, progress: bool = False) -> ValidationReport:
-    """Check every item of the dataset of ``config`` against its databases (with ``test_cases``,
+def validate(plan: RunPlan, *, test_cases: bool = True, progress: bool = False) -> ValidationReport:
+    """Check every item of the dataset of ``plan`` against its databases (with ``test_cases``,
     also the test cases of its management tasks: one child process each, so it takes a while).
     Items run on ``runners.sqlexec_runners`` threads; ``progress``: a bar on stderr (a TTY only)."""
     from evalbench.core import deadline
     from evalbench.scoring import test_case_runner
 
-    dataset = Dataset(config.dataset_config, config.dataset_format, config.dialects, config.query_types)
+    dataset = plan.items.dataset()
     scan = dataset.scan()
-    plan = plan_scoring(config.scorers, config.primary, config.accept_nl_answers, scan.format)
-    report = ValidationReport(items=scan.total, record_errors=list(scan.errors), semantics=plan.rules.semantics)
-    check = GoldenCheck.of_plan(plan.scorers, plan.rules, test_cases=test_cases, follow_up=config.follow_up_enabled)
+    scoring = plan.scoring.plan(scan.format)
+    report = ValidationReport(items=scan.total, record_errors=list(scan.errors), semantics=scoring.rules.semantics)
+    check = GoldenCheck.of_plan(scoring.scorers, scoring.rules, test_cases=test_cases, follow_up=plan.scoring.follow_up)
     deadline.reset_cancel()  # a cancelled earlier run in this process must not cancel this one
     bar = _ProgressBar(scan.total, progress)
-    pool = ThreadPoolExecutor(max_workers=config.runners.sqlexec_runners, thread_name_prefix="evalbench-validate")
+    pool = ThreadPoolExecutor(max_workers=plan.databases.pool_size, thread_name_prefix="evalbench-validate")
     groups: list[_Group] = []
     closed = 0  # groups[:closed] are done and their sandboxes closed
     try:
         for dialect, database in sorted(scan.groups):
-            sandbox = _open_sandbox(config, dialect, database, report)
+            sandbox = _open_sandbox(plan.databases, dialect, database, report)
             futures = [pool.submit(_check_one, item, sandbox, check, bar) for item in dataset.items((dialect, database))]
             groups.append((sandbox, futures))
             closed = _close_finished(groups, closed, len(groups) - 1)  # two databases' connections at most
@@ -176,14 +175,14 @@ def validate(config: RunConfig, *, test_cases: bool = True, progress: bool = Fal
     return report
 
 
-def _open_sandbox(config: RunConfig, dialect: str, database: str, report: ValidationReport) -> Sandbox | None:
+def _open_sandbox(databases: DatabasesSpec, dialect: str, database: str, report: ValidationReport) -> Sandbox | None:
     """The database provisioned behind its sandbox, or None (the error kept in the report)."""
     from evalbench.core.errors import EvalbenchError
     from evalbench.run.databases import database as database_of
 
     try:
-        db = database_of(config, dialect, database)
-        return db.open_sandbox(config, db.provision(config))
+        db = database_of(databases, dialect, database)
+        return db.open_sandbox(db.provision())
     except EvalbenchError as exc:
         report.database_errors[f"{dialect}/{database}"] = str(exc)
         return None

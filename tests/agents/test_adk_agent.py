@@ -15,7 +15,7 @@ from evalbench.core.conversation import Outcome
 from evalbench.core.items import Ambiguity
 from evalbench.dataset.knowledge import KnowledgeEntry
 from evalbench.results import read_journal
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 from evalbench.run.stages import Parts, new_conversation, run_conversation
 from evalbench.scoring import build_scorers
 from evalbench.vuser import build_vuser

@@ -305,7 +305,7 @@ def test_custom_system_prompt_keeps_other_braces(server, make_agent, tmp_path):
 
 def test_demo_run_end_to_end_against_a_fake_server(tmp_path, pgdata):
     from evalbench.config import load_run_config
-    from evalbench.run.orchestrator import run
+    from evalbench.run import run
 
     def responder(request: Received) -> Scripted:
         return Scripted(200, completion(tool_calls=[call("run_sql", sql="SELECT 1")]))

@@ -119,8 +119,9 @@ def test_without_the_connector_package_the_error_says_what_to_install(tmp_path: 
     monkeypatch.setitem(sys.modules, "google.cloud.alloydbconnector", None)  # as if not installed
     from evalbench.config import load_run_config
     from evalbench.run import databases
+    from evalbench.run.plan import RunPlan
 
     config = load_run_config(ROOT / "configs" / "quickstart.yaml", database_configs=[
         {"db_type": "alloydb", "database_name": "greenleaf", "instance": ALLOYDB}])
     with pytest.raises(ConfigError, match=r"evalbench\[alloydb\]"):
-        databases.database(config, "postgres", "greenleaf").provision(config)
+        databases.database(RunPlan.resolve(config).databases, "postgres", "greenleaf").provision()

@@ -555,7 +555,7 @@ def test_a_knowledge_directory_without_the_datasets_knowledge_is_an_error(tmp_pa
     import io
 
     from evalbench.core.errors import ConfigError
-    from evalbench.run.orchestrator import run
+    from evalbench.run import run
 
     quickstart = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
     with pytest.raises(ConfigError, match=r"knowledge_directory.*path does not exist"):

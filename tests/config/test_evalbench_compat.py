@@ -22,7 +22,7 @@ from evalbench.config import load_run_config
 from evalbench.core.errors import ConfigError
 from evalbench.dataset import load_items
 from evalbench.results import read_journal
-from evalbench.run import orchestrator
+from evalbench.run import run as run_evaluation
 from evalbench.vuser.llm import InvalidAction, evalbench_unwrap, parse_action
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
 
@@ -214,7 +214,7 @@ def test_bat_interact_runs_against_local_fakes(evalbench_root, fakes, socket_hos
     ids = ["greenleaf_21"]
     config = load_run_config(BAT_INTERACT, **DEMO_KEYS, subset={"item_ids": ids}, run_id="bat-interact",
                              runners={"sqlgen_runners": 2})
-    result = orchestrator.run(config, progress=False)
+    result = run_evaluation(config, progress=False)
     records = {r["item_id"]: r for r in read_journal(result.run_dir)}
     assert set(records) == set(ids)
     assert all(r["outcome"] == "scored" for r in records.values())
@@ -238,7 +238,7 @@ def test_bird_interact_runs_against_local_fakes(evalbench_root, fakes, socket_ho
     _, gemini = fakes
     monkeypatch.setenv("EVALBENCH_COMPAT_PG_HOST", socket_host)
     config = load_run_config(BIRD_INTERACT, **DEMO_KEYS, subset={"item_ids": ["greenleaf_21"]}, run_id="bird-interact")
-    result = orchestrator.run(config, progress=False)
+    result = run_evaluation(config, progress=False)
     [record] = list(read_journal(result.run_dir))
     assert record["outcome"] == "scored"
     assert [p["phase"] for p in record["phases"]] == ["main", "follow_up"]
@@ -264,7 +264,7 @@ def test_bat_sqlite_stock_config_runs_with_only_paths_changed(evalbench_root, mo
         monkeypatch.setenv("EVALBENCH_COMPAT_GEMINI_URL", server.url)
         monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
         config = load_run_config(BAT_SQLITE, subset={"item_ids": ids}, run_id="bat-sqlite")
-        result = orchestrator.run(config, progress=False)
+        result = run_evaluation(config, progress=False)
     records = {r["item_id"]: r for r in read_journal(result.run_dir)}
     assert set(records) == set(ids) and all(r["dialect"] == "sqlite" for r in records.values())
     # item 100 asks for "the" most active hour over tied counts (LIMIT 1 through ties): invalid, in
@@ -345,7 +345,7 @@ def test_follow_up_false_skips_the_follow_up_phase(tmp_path, pgdata):
     path.write_text(f"dataset_config: {DEMO / 'greenleaf.jsonl'}\nsetup_directory: {DEMO / 'setup'}\n"
                     f"model_config: simulated:oracle\nfollow_up: false\nrun_id: no-follow-up\n"
                     f"subset: {{item_ids: [greenleaf_1]}}\nreporting: {{csv: {{output_directory: {tmp_path}}}}}\n")
-    result = orchestrator.run(load_run_config(path), progress=False)
+    result = run_evaluation(load_run_config(path), progress=False)
     [record] = list(read_journal(result.run_dir))
     assert record["outcome"] == "scored" and [p["phase"] for p in record["phases"]] == ["main"]
     assert len(record["turns"]) == 1

@@ -20,7 +20,7 @@ from evalbench.config import load_run_config
 from evalbench.core import deadline
 from evalbench.core.conversation import MAX_SQL_BYTES, Outcome, ReplyKind
 from evalbench.results import read_journal
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 from evalbench.run.stages import new_conversation
 from evalbench.scoring.test_case_runner import run_test_case
 from tests.conftest import DEMO

@@ -12,7 +12,7 @@ import pytest
 from evalbench.backends.postgres.embedded import embedded_url
 from evalbench.config import load_run_config
 from evalbench.results import read_journal
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 from tests.conftest import shared_dataset
 
 

@@ -30,7 +30,7 @@ from evalbench.results.summary.comparison import (
     write_comparison,
 )
 from evalbench.results.summary.stats import mcnemar_exact
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 
 ROOT = Path(__file__).resolve().parents[2]
 METRIC = "exec_match"

@@ -29,7 +29,7 @@ from evalbench.results import read_journal
 from evalbench.results.render.explain import render_explanation
 from evalbench.results.summary.cost import CostTally, cost_lines, usd
 from evalbench.results.summary.rebuild import rebuild_summary
-from evalbench.run import orchestrator
+from evalbench.run import run as run_evaluation
 from tests.fake_llm_server import FakeLLMServer, Received, Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def _config(tmp_path: Path, fake: FakeGemini, run_id: str, prices: dict[str, Any
 
 
 def _run(config: Path) -> Any:
-    return orchestrator.run(load_run_config(config), progress=False)
+    return run_evaluation(load_run_config(config), progress=False)
 
 
 def _cost(prompt: int, completion: int, model: str) -> float:

@@ -16,7 +16,7 @@ import pytest
 from evalbench.config import load_run_config
 from evalbench.core.errors import ConfigError
 from evalbench.results import read_journal
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 from tests.conftest import DEMO, ROOT
 from tests.helpers import default_sigint
 

@@ -128,13 +128,14 @@ def test_golden_sql_runs_in_parallel(tmp_path, pgdata):
     """Eight golden queries that each sleep 0.5 s take at least 4 s one after another: with four
     runners they end well before that."""
     from evalbench.config import load_run_config
+    from evalbench.run.plan import RunPlan
     from evalbench.run.validate import validate
 
-    validate(load_run_config(config_for(tmp_path, [item("warm", "SELECT 1")])), test_cases=False)  # provisioned once
+    validate(RunPlan.resolve(load_run_config(config_for(tmp_path, [item("warm", "SELECT 1")]))), test_cases=False)  # provisioned once
     config = load_run_config(config_for(tmp_path, [item(f"sleep_{i}", "SELECT 1 AS one FROM pg_sleep(0.5)") for i in range(8)]))
     assert config.runners.sqlexec_runners == 4
     started = time.monotonic()
-    report = validate(config, test_cases=False)
+    report = validate(RunPlan.resolve(config), test_cases=False)
     elapsed = time.monotonic() - started
     assert report.items == 8 and report.invalid_ids() == [] and not report.database_errors
     assert elapsed < 8 * 0.5, elapsed

@@ -17,16 +17,23 @@ import pytest
 
 from evalbench.cli import main
 from evalbench.clients.limits import CallLimiter
-from evalbench.config import load_run_config
+from evalbench.config import RunConfig, load_run_config
 from evalbench.core.errors import ConfigError
 from evalbench.core.ratelimit import RateLimiter, split_between
+from evalbench.run.items import Items
 from evalbench.run.parallel.processes import worker_argv
 from evalbench.run.parallel.sizing import auto_workers, fit_workers, usable_cores
+from evalbench.run.plan import RunPlan
 from tests.helpers import default_sigint
 from tests.run.test_shards import _verdicts
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
+
+
+def planned(config: RunConfig) -> tuple[RunPlan, Items]:
+    plan = RunPlan.resolve(config)
+    return plan, Items(plan.items)
 SLOW = ["--set", "model_config={agent: simulated:oracle, latency_s: 0.15}", "--set",
         "runners={sqlgen_runners: 1, promptgen_runners: 1, vuser_runners: 1, sqlexec_runners: 1, scoring_runners: 1}"]
 
@@ -89,24 +96,24 @@ def test_a_shard_takes_its_share_of_every_limit() -> None:
 
 def test_the_default_is_a_worker_per_core_for_runs_large_enough(tmp_path: Path) -> None:
     config = load_run_config(QUICKSTART)
-    assert auto_workers(config, None, None) == 1  # 43 conversations: one process
+    assert auto_workers(*planned(config), None, None) == 1  # 43 conversations: one process
     many = load_run_config(QUICKSTART, trials=12)  # 516 conversations
-    assert auto_workers(many, None, None) == min(usable_cores(), 2)
-    assert auto_workers(many, "1/2", None) == 1
-    assert auto_workers(many, None, tmp_path) == 1  # resuming a run of one process
+    assert auto_workers(*planned(many), None, None) == min(usable_cores(), 2)
+    assert auto_workers(*planned(many), "1/2", None) == 1
+    assert auto_workers(*planned(many), None, tmp_path) == 1  # resuming a run of one process
     for i in (1, 2, 3):
         (tmp_path / "shards" / f"r-shard-{i}").mkdir(parents=True)
-    assert auto_workers(many, None, tmp_path) == 3
+    assert auto_workers(*planned(many), None, tmp_path) == 3
 
 
 def test_a_database_file_is_never_shared_by_workers() -> None:
     """SQLite and DuckDB files are used by one process at a time: no more workers than databases."""
     config = load_run_config(ROOT / "configs" / "quickstart_sqlite.yaml", trials=12)  # 516 conversations, 1 database
-    assert auto_workers(config, None, None) == 1
+    assert auto_workers(*planned(config), None, None) == 1
     with pytest.raises(ConfigError, match=r"sqlite/greenleaf is a database file.*at most 1 worker"):
-        fit_workers(config, 2)
-    assert fit_workers(load_run_config(QUICKSTART), 2) == 2  # a server: any number
-    assert fit_workers(load_run_config(QUICKSTART), 50) == 43  # but no more than conversations
+        fit_workers(*planned(config), 2)
+    assert fit_workers(*planned(load_run_config(QUICKSTART)), 2) == 2  # a server: any number
+    assert fit_workers(*planned(load_run_config(QUICKSTART)), 50) == 43  # but no more than conversations
 
 
 def _worker_pids(run_id: str) -> list[int]:

@@ -13,7 +13,7 @@ from evalbench.cli import main
 from evalbench.config import load_run_config
 from evalbench.results import read_journal
 from evalbench.results.summary.comparison import IncomparableRuns, compare_runs
-from evalbench.run.orchestrator import run
+from evalbench.run import run
 from evalbench.scoring.primary import PrimaryPolicy, parse_primary
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,8 @@ from evalbench.core.errors import ConfigError
 from evalbench.dataset import Item, load_items
 from evalbench.dataset.knowledge import load_knowledge
 from evalbench.results import read_journal
-from evalbench.run import orchestrator
+from evalbench.run import parts as run_parts
+from evalbench.run import run as run_evaluation
 from evalbench.run.stages import new_conversation
 from evalbench.vuser import build_vuser
 from evalbench.vuser.llm import InvalidAction, parse_action
@@ -443,7 +444,7 @@ def test_pipeline_run_with_the_llm_vuser(server, script, gemini_env, tmp_path, p
         built.append(build_vuser(*args))
         return built[-1]
 
-    monkeypatch.setattr(orchestrator, "build_vuser", tracked)
+    monkeypatch.setattr(run_parts, "build_vuser", tracked)
     config = tmp_path / "llm_vuser.yaml"
     config.write_text(
         f"dataset_config: {DEMO / 'greenleaf.jsonl'}\n"
@@ -455,7 +456,7 @@ def test_pipeline_run_with_the_llm_vuser(server, script, gemini_env, tmp_path, p
         "run_id: llm-vuser\n"
     )
     try:
-        result = orchestrator.run(load_run_config(config), progress=False)
+        result = run_evaluation(load_run_config(config), progress=False)
     finally:
         for vuser in built:
             vuser.close()

@@ -6,9 +6,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalbench.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalbench.dataset.loader import Group
+    from evalbench.run.items import Items
+    from evalbench.run.plan import DatabasesSpec, RunPlan
 
 
 def check_workers(workers: int, shard: str | None) -> None:
@@ -21,7 +26,7 @@ def check_workers(workers: int, shard: str | None) -> None:
 MIN_CONVERSATIONS_PER_WORKER = 250  # below this, starting a process costs more than it saves
 
 
-def auto_workers(config: Any, shard: str | None, resume: Path | None) -> int:
+def auto_workers(plan: RunPlan, items: Items, shard: str | None, resume: Path | None) -> int:
     """The default of ``--workers``: one per core, at most one per :data:`MIN_CONVERSATIONS_PER_WORKER`
     conversations, and no more than :func:`shard_cap`; 1 for a shard of a split; on ``--resume``,
     as many as the run had."""
@@ -29,11 +34,9 @@ def auto_workers(config: Any, shard: str | None, resume: Path | None) -> int:
         return 1
     if resume is not None:
         return resumed_workers(resume)
-    from evalbench.run.orchestrator import planned_groups
-
-    groups = planned_groups(config)
-    workers = min(usable_cores(), sum(groups.values()) * config.trials // MIN_CONVERSATIONS_PER_WORKER)
-    return max(1, min(workers, _cap(config, groups)[0] or workers))
+    groups = items.groups()
+    workers = min(usable_cores(), sum(groups.values()) * plan.conversation.trials // MIN_CONVERSATIONS_PER_WORKER)
+    return max(1, min(workers, _cap(plan.databases, groups)[0] or workers))
 
 
 def resumed_workers(run_dir: Path) -> int:
@@ -55,27 +58,23 @@ def max_resumed_workers() -> int:
     return max(64, 4 * usable_cores())
 
 
-def shard_cap(config: Any) -> int | None:
+def shard_cap(plan: RunPlan, items: Items) -> int | None:
     """The most shards a run may have, or None for any number: a database file (SQLite, DuckDB)
     is used by one process at a time, so with one the shards must each have whole databases."""
-    from evalbench.run.orchestrator import planned_groups
-
-    return _cap(config, planned_groups(config))[0]
+    return _cap(plan.databases, items.groups())[0]
 
 
-def fit_workers(config: Any, workers: int) -> int:
+def fit_workers(plan: RunPlan, items: Items, workers: int) -> int:
     """``workers`` for a new run, checked against the run: refused beyond :func:`shard_cap` (naming
     the database file), and no more than the run has conversations (a note says so)."""
     if workers <= 1:
         return workers
-    from evalbench.run.orchestrator import planned_groups
-
-    groups = planned_groups(config)
-    cap, files = _cap(config, groups)
+    groups = items.groups()
+    cap, files = _cap(plan.databases, groups)
     if cap is not None and cap < workers:
         raise ConfigError(f"--workers {workers}: {files[0]} is a database file, which one process at a time may use, and "
                           f"the run has {cap} database(s): at most {cap} worker(s) (each then has whole databases)")
-    conversations = sum(groups.values()) * config.trials
+    conversations = sum(groups.values()) * plan.conversation.trials
     if workers > max(1, conversations):
         print(f"evalbench: --workers {workers}: the run has {conversations} conversation(s); "
               f"{max(1, conversations)} worker(s)", file=sys.stderr)
@@ -83,11 +82,11 @@ def fit_workers(config: Any, workers: int) -> int:
     return workers
 
 
-def _cap(config: Any, groups: dict[Any, int]) -> tuple[int | None, list[str]]:
+def _cap(databases: DatabasesSpec, groups: dict[Group, int]) -> tuple[int | None, list[str]]:
     from evalbench.backends.names import is_file_backend
 
     files = [f"{dialect}/{database}" for dialect, database in groups
-             if is_file_backend(config.database_for(dialect, database).backend)]
+             if is_file_backend(databases.config_for(dialect, database).backend)]
     return (max(1, len(groups)) if files else None), files
 
 
