@@ -7,11 +7,11 @@ for every clarification answer and for the follow-up question, closed when it co
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalbench.core import registries
 from evalbench.core.conversation import AgentSession
 from evalbench.core.registry import Registry
 
@@ -72,29 +72,12 @@ class AgentContext:
 
 
 AgentFactory = Callable[[Any, AgentContext], Agent]  # (agent config, context) -> Agent
-AGENTS: Registry[AgentFactory] = Registry("agent", group="evalbench.agents")  # plugins: docs/extending.md
-
-# The module that registers each agent kind, imported only when that kind is used.
-_MODULES = {
-    "simulated:oracle": "evalbench.agents.simulated",
-    "simulated:noisy": "evalbench.agents.simulated",
-    "adk": "evalbench.agents.adk",
-    "gemini": "evalbench.agents.gemini",
-    "openai_compat": "evalbench.agents.openai_compat",
-    "predictions": "evalbench.agents.predictions",
-    "replay": "evalbench.agents.replay",
-}
-
-
-def known_agents() -> list[str]:
-    """Built-in agent names and those of installed plugins."""
-    return sorted(set(_MODULES) | set(AGENTS.names()))
+# built-ins and plugins (docs/extending.md), listed in evalbench.core.registries
+AGENTS: Registry[AgentFactory] = registries.AGENTS
 
 
 def build_agent(config: Any, context: AgentContext | int = 0) -> Agent:
     """The agent named by ``config.agent``."""
     if isinstance(context, int):
         context = AgentContext(seed=context)
-    if config.agent in _MODULES and config.agent not in AGENTS:
-        importlib.import_module(_MODULES[config.agent])
     return AGENTS.get(config.agent)(config, context)

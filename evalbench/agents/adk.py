@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from evalbench.agents import AGENTS, AgentContext, tool_args
+from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.chat import CallFailed, transport_failure
 from evalbench.agents.config import AdkAgentConfig, ReplyConvention
 from evalbench.clients.http import ReplyTooLarge, deadline_transport, request_bounded
@@ -419,6 +419,3 @@ def _truncate(text: str, limit: int) -> str | None:
     if limit <= 0:
         return None
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
-
-
-AGENTS.register("adk")(AdkAgent)

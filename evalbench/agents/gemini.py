@@ -20,7 +20,7 @@ from typing import Any
 
 from google.genai import types
 
-from evalbench.agents import AGENTS, AgentContext, tool_args
+from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.chat import (
     BODY_KEPT,
     ChatAgent,
@@ -138,7 +138,5 @@ def _read(response: types.GenerateContentResponse) -> ModelTurn:
     )
 
 
-@AGENTS.register("gemini")
 def build_gemini_agent(config: GeminiAgentConfig, context: AgentContext) -> GeminiAgent:
     return GeminiAgent(config, context)
-

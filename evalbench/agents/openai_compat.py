@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from evalbench.agents import AGENTS, AgentContext, tool_args
+from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.chat import (
     BODY_KEPT,
     CallFailed,
@@ -225,6 +225,5 @@ def _model_ids(response: httpx.Response) -> list[str]:
     return [str(e["id"]) for e in entries if isinstance(e, dict) and "id" in e] if isinstance(entries, list) else []
 
 
-@AGENTS.register("openai_compat")
 def build_openai_compat_agent(config: OpenAICompatAgentConfig, context: AgentContext) -> OpenAICompatAgent:
     return OpenAICompatAgent(config, context)

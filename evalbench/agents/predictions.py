@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents import AgentContext
 from evalbench.agents.predictions_file import read_predictions
 from evalbench.core.conversation import AgentReply, Conversation, ReplyKind
 
@@ -91,6 +91,3 @@ class PredictionsAgent:
             listed = ", ".join(unused[:LISTED]) + (f", ... ({len(unused) - LISTED} more)" if len(unused) > LISTED else "")
             log.warning("%s: %d prediction(s) were never asked for (unknown item ids, items outside the run's subset, "
                         "or invalid items): %s", self.path, len(unused), listed)
-
-
-AGENTS.register("predictions")(PredictionsAgent)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents import AgentContext
 from evalbench.core.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
 from evalbench.results.journal.lines import conversation_key, decode_record
 from evalbench.results.journal.safe_read import MAX_LINE_BYTES, journal_lines, open_run_file
@@ -245,6 +245,3 @@ class ReplayAgent:
 
     def close(self) -> None:
         pass
-
-
-AGENTS.register("replay")(ReplayAgent)

@@ -25,7 +25,7 @@ from typing import Any
 import sqlglot
 from sqlglot import expressions as exp
 
-from evalbench.agents import AGENTS, AgentContext
+from evalbench.agents import AgentContext
 from evalbench.agents.tools import ToolKit
 from evalbench.config.agents import FAILURE_KINDS  # noqa: F401 (re-exported; the config schema validates rates against it)
 from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, ToolCall, conversation_seed
@@ -270,7 +270,3 @@ def mutate(sql: str, kind: str, dialect: str = "postgres") -> str:
                 column.set("this", exp.to_identifier(column.name + "_x"))
                 return tree.sql(dialect=dialect)
     return f"SELECT * FROM (\n{body}\n) AS answer WHERE no_such_column IS NULL"
-
-
-AGENTS.register("simulated:oracle")(SimulatedAgent)
-AGENTS.register("simulated:noisy")(SimulatedAgent)

@@ -18,7 +18,34 @@ from evalbench.config.compat import (
 from evalbench.config.types import (
     StrictModel,
 )
+from evalbench.core.registries import BACKENDS
 from evalbench.dataset.formats import normalise_dialect
+
+# other spellings of a built-in backend's name (EvalBench's db_type values among them)
+ALIASES = {"postgresql": "postgres", "pg": "postgres", "psql": "postgres", "mariadb": "mysql",
+           "cloud_sql": "cloudsql", "cloudsql_postgres": "cloudsql", "sqlite3": "sqlite"}
+
+# Built-in backends whose database is a file: EvalBench's ``database_path`` is then the folder
+# of the ``<database>.db`` files (databases/sqlite.py::SQLiteDB), not a server's host:port.
+FILE_BACKENDS = frozenset({"sqlite", "duckdb"})
+
+
+def backend_name(db_type: str | None, dialect: str) -> str:
+    """The backend a database config selects: its ``db_type``, else its dialect's own."""
+    name = (db_type or dialect).strip().lower()
+    return ALIASES.get(name, name)
+
+
+def is_file_backend(name: str) -> bool:
+    """Whether ``database_path`` names a file or folder for this backend: the built-in SQLite
+    and DuckDB, and a plugin whose class says ``file_database = True`` (its entry point is loaded
+    to read it; a built-in is never imported here)."""
+    if name in BACKENDS.builtins:
+        return name in FILE_BACKENDS
+    try:
+        return bool(getattr(BACKENDS.get(name), "file_database", False))
+    except Exception:  # noqa: BLE001  # an unknown or broken plugin is reported by the db_type check
+        return False
 
 
 def _normalise_db_type(value: Any) -> Any:
@@ -26,8 +53,6 @@ def _normalise_db_type(value: Any) -> Any:
     backend is registered under (built in, or an ``evalbench.backends`` entry point) is refused."""
     if not isinstance(value, str):
         return value
-    from evalbench.backends.names import BACKENDS, backend_name
-
     name = backend_name(value, "")
     if name not in BACKENDS:
         raise ValueError(f"unknown db_type {value!r} (known: {', '.join(BACKENDS.names())})")
@@ -96,8 +121,6 @@ class DatabaseConfig(StrictModel):
         """EvalBench's ``database_path`` of a PostgreSQL server is its host[:port] (databases/postgres.py::PGDB)."""
         if not isinstance(data, dict) or data.get("database_path") in (None, ""):
             return data
-        from evalbench.backends.names import is_file_backend
-
         if is_file_backend(_normalise_db_type(data.get("db_type") or normalise_dialect(str(data.get("dialect") or "postgres")))):
             return data  # a folder or a file, read by the backend
         if data.get("host") is not None or data.get("url") is not None:
@@ -125,16 +148,12 @@ class DatabaseConfig(StrictModel):
     @property
     def backend(self) -> str:
         """The name of the backend that serves this database."""
-        from evalbench.backends.names import backend_name
-
         return backend_name(self.db_type, self.dialect)
 
     @property
     def serves_every_database(self) -> bool:
         """Names a server (or a folder of database files) holding every database of its dialect,
         as an EvalBench db config does (databases/__init__.py::get_database)."""
-        from evalbench.backends.names import is_file_backend
-
         return not self.is_embedded or (self.database_path is not None and is_file_backend(self.backend))
 
 

@@ -24,6 +24,7 @@ from evalbench.config.compat import (
     scorer_aliases,
 )
 from evalbench.config.databases import DatabaseConfig
+from evalbench.config.plugins import scorer_problem
 from evalbench.config.run import RunConfig
 from evalbench.config.types import (
     RESOLVED_PATHS,
@@ -91,8 +92,6 @@ def _load_run_config(doc: YamlDocument, data: dict[str, Any], base: Path, path: 
     if isinstance(scorers, dict) and isinstance(scorers.get("llmrater"), dict) and "model_config" in scorers["llmrater"]:
         data["scorers"] = scorers = dict(scorers) | {"llmrater": _llmrater_model(doc, scorers["llmrater"], base)}
     if isinstance(scorers, dict):
-        from evalbench.scoring import scorer_problem
-
         for name, options in scorers.items():
             problem = scorer_problem(name, options if isinstance(options, dict) else None)
             if problem is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, get_args
+from typing import Annotated, Any, ClassVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -31,9 +31,8 @@ from pydantic import (
 )
 
 from evalbench.config.types import StrictModel
-
-if TYPE_CHECKING:
-    from evalbench.core.registry import Registry
+from evalbench.core import registries
+from evalbench.core.registry import PluginError, Registry
 
 PLUGIN_TAG = "plugin"
 
@@ -49,11 +48,6 @@ class PluginConfig(StrictModel):
     @classmethod
     def registry(cls) -> Registry[Any]:
         """The registry of this kind (agents, virtual users)."""
-        raise NotImplementedError
-
-    @classmethod
-    def known(cls) -> list[str]:
-        """Built-in names and installed plugin names, for error messages."""
         raise NotImplementedError
 
     @property
@@ -72,11 +66,9 @@ class PluginConfig(StrictModel):
     @classmethod
     def _check_name(cls, name: str, info: ValidationInfo) -> str:
         """The name must be an installed plugin that loads and accepts the options."""
-        from evalbench.core.registry import PluginError
-
         registry = cls.registry()
         if name not in registry:
-            raise ValueError(f"unknown {registry.kind} {name!r} (known: {', '.join(cls.known())})")
+            raise ValueError(f"unknown {registry.kind} {name!r} (known: {', '.join(registry.names())})")
         try:
             factory = registry.get(name)
         except PluginError as exc:
@@ -122,6 +114,22 @@ def parse_options(kind: str, name: str, factory: Any, options: dict[str, Any], c
         raise ValueError(f"options of {kind} {name!r}: " + "; ".join(problems)) from None
 
 
+def scorer_problem(name: str, options: dict[str, Any] | None = None) -> str | None:
+    """Why ``name`` with ``options`` cannot be a scorer (unknown, a plugin that does not load,
+    options its ``Config`` refuses), or None. A built-in scorer is not imported for this: none
+    has a ``Config`` model (tests/core/test_registry.py checks it), so there is nothing to check."""
+    scorers = registries.SCORERS
+    if name not in scorers:
+        return f"unknown scorer {name!r} (known: {', '.join(scorers.names())})"
+    if name in scorers.builtins:
+        return None
+    try:
+        parse_options("scorer", name, scorers.get(name), options or {}, None)
+    except (PluginError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
 class PluginAgentConfig(PluginConfig):
     """An agent from another package: ``agent`` names an entry point of the ``evalbench.agents``
     group; every other key is passed to it as an option (docs/extending.md)."""
@@ -132,15 +140,7 @@ class PluginAgentConfig(PluginConfig):
 
     @classmethod
     def registry(cls) -> Registry[Any]:
-        from evalbench.agents import AGENTS
-
-        return AGENTS
-
-    @classmethod
-    def known(cls) -> list[str]:
-        from evalbench.agents import known_agents
-
-        return known_agents()
+        return registries.AGENTS
 
     @field_validator("agent")
     @classmethod
@@ -158,15 +158,7 @@ class PluginVUserConfig(PluginConfig):
 
     @classmethod
     def registry(cls) -> Registry[Any]:
-        from evalbench.vuser import VUSERS
-
-        return VUSERS
-
-    @classmethod
-    def known(cls) -> list[str]:
-        from evalbench.vuser import known_vusers
-
-        return known_vusers()
+        return registries.VUSERS
 
     @field_validator("vuser")
     @classmethod

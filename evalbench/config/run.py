@@ -34,7 +34,9 @@ from evalbench.config.compat import (
     scorer_aliases,
 )
 from evalbench.config.databases import DatabaseConfig, Dialect, database_for
+from evalbench.config.plugins import scorer_problem
 from evalbench.config.prices import ModelPrice
+from evalbench.config.primary import parse_primary
 from evalbench.config.types import (
     ExistingPath,
     ResolvedPath,
@@ -43,6 +45,7 @@ from evalbench.config.types import (
 )
 from evalbench.config.vusers import RulesVUserConfig, VUserConfig, vuser_shorthand
 from evalbench.core.redaction import redact
+from evalbench.core.registries import SCORERS
 
 
 class ExecutionConfig(StrictModel):
@@ -248,8 +251,6 @@ class RunConfig(StrictModel):
     @field_validator("scorers")
     @classmethod
     def _known_scorers(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        from evalbench.scoring import scorer_problem
-
         for name, options in value.items():
             problem = scorer_problem(name, options)  # unknown, or a plugin that does not load
             if problem is not None:
@@ -265,9 +266,6 @@ class RunConfig(StrictModel):
     @field_validator("primary")
     @classmethod
     def _known_primary(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        from evalbench.scoring import SCORERS
-        from evalbench.scoring.primary import parse_primary
-
         for key, names in parse_primary(value).items():
             for name in names:
                 if name not in SCORERS:

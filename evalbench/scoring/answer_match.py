@@ -49,7 +49,7 @@ from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 from evalbench.core.conversation import Conversation, PhaseRecord
-from evalbench.scoring import SCORERS, Score
+from evalbench.scoring import Score
 from evalbench.scoring.answer_rules import (
     Context,
     Golden,
@@ -91,7 +91,6 @@ def _shown(values: list[Any]) -> str:
 # --------------------------------------------------------------------------- the scorer
 
 
-@SCORERS.register(NAME)
 class AnswerMatch:
     """A natural-language answer gives the golden result's values (rules in the module docstring)."""
 

@@ -10,7 +10,7 @@ import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.core.conversation import Conversation, PhaseRecord
-from evalbench.scoring import SCORERS, Score, bird_compare
+from evalbench.scoring import Score, bird_compare
 from evalbench.scoring.compare import compare
 from evalbench.scoring.hard_coded import READS_NO_TABLE, hard_coded
 from evalbench.scoring.semantics import ResultRules
@@ -78,7 +78,6 @@ def tie_key_positions(sql: str, columns: list[str], dialect: str = "postgres") -
     return positions
 
 
-@SCORERS.register("exec_match")
 class ExecMatch:
     """The agent's result equals a golden result under the run's semantics: BIRD-Interact's
     official comparison (``semantics: bird_interact``) or our strict one (``evalbench``)."""
@@ -169,7 +168,6 @@ class ExecMatch:
         return Score(0.0, False, detail=shown.reason if shown else "no golden result", flags=shown.flags if shown else ())
 
 
-@SCORERS.register("executable")
 class Executable:
     """The agent returned SQL and it ran without error (errors never count as executable)."""
 

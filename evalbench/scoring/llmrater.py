@@ -64,7 +64,7 @@ from evalbench.config.types import GenaiClientOptions, ResolvedPath
 from evalbench.core import deadline
 from evalbench.core.conversation import Conversation, Phase, PhaseRecord
 from evalbench.core.usage import CallUsage
-from evalbench.scoring import SCORERS, Score
+from evalbench.scoring import Score
 from evalbench.scoring.more import _comparable, _config_error, compared_result
 
 log = logging.getLogger(__name__)
@@ -296,7 +296,6 @@ def _retryable(failure: CallFailed) -> bool:
 # --------------------------------------------------------------------------- the scorer
 
 
-@SCORERS.register(NAME)
 class LlmRater:
     """An LLM judge of the agent's SQL and result against the golden SQL and result; the exact
     rule, prompt placeholders and retries are in the module docstring (and docs/scoring.md)."""

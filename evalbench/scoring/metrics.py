@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from evalbench.core.conversation import Conversation, PhaseRecord
-from evalbench.scoring import SCORERS, Score
+from evalbench.scoring import Score
 
 
-@SCORERS.register("turn_count")
 class TurnCount:
     """Turns the phase took: 1 when the agent answered at once, +1 per clarification round."""
 

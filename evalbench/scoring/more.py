@@ -22,7 +22,7 @@ from evalbench.backends.base import ExecutionResult
 from evalbench.core.conversation import Conversation, Phase, PhaseRecord
 from evalbench.core.errors import ConfigError
 from evalbench.results.journal.record import REWARDS
-from evalbench.scoring import SCORERS, Score
+from evalbench.scoring import Score
 from evalbench.scoring.compare import normalise_rows
 
 
@@ -75,7 +75,6 @@ def _answer_problem(phase: PhaseRecord) -> str | None:
 # --------------------------------------------------------------------------- set_match
 
 
-@SCORERS.register("set_match")
 class SetMatch:
     """BIRD's EX: the generated rows equal a golden result's rows **as sets** — order and
     duplicates ignored, columns by position (names ignored), cells normalised with
@@ -129,7 +128,6 @@ def _any_golden(phase: PhaseRecord, compare: Callable[[ExecutionResult], tuple[b
 # --------------------------------------------------------------------------- exact_match
 
 
-@SCORERS.register("exact_match")
 class ExactMatch:
     """EvalBench's ``exact_match`` (``scorers/exactmatcher.py``, ``ExactMatcher.compare``: the
     golden and generated execution results are equal, ``golden_execution_result ==
@@ -213,7 +211,6 @@ def normalise_sql(sql: str, ignore_aliases: bool = False, dialect: str = "postgr
     return _plain(text)
 
 
-@SCORERS.register("sql_exact_match")
 class SqlExactMatch:
     """The generated SQL equals a golden SQL after normalisation (see :func:`normalise_sql`):
     parsed with sqlglot (``read="postgres"``) and rendered with ``.sql(dialect="postgres",
@@ -249,7 +246,6 @@ class SqlExactMatch:
 # --------------------------------------------------------------------------- returned_sql
 
 
-@SCORERS.register("returned_sql")
 class ReturnedSql:
     """The agent returned SQL for the phase: ``phase.sql`` is a non-empty (non-blank) string.
     Whether it ran is not considered (see ``executable``)."""
@@ -283,7 +279,6 @@ def precision_recall(gen_rows: list[tuple[Hashable, ...]], gold_rows: list[tuple
     return precision, recall, matched
 
 
-@SCORERS.register("recall_match")
 class RecallMatch:
     """Value: the recall of the golden rows in the generated rows, as multisets (columns by
     position, cells normalised at ``conditions.decimal``): recall = matched / golden rows,
@@ -331,7 +326,6 @@ class RecallMatch:
 # --------------------------------------------------------------------------- regexp_matcher
 
 
-@SCORERS.register("regexp_matcher")
 class RegexpMatcher:
     """The generated SQL matches the option ``pattern`` (``re.search``, case-insensitive).
     ``pattern`` is required and must be a valid regular expression (else a config error naming
@@ -363,7 +357,6 @@ class RegexpMatcher:
 # --------------------------------------------------------------------------- clarification
 
 
-@SCORERS.register("clarification")
 class Clarification:
     """Main phase only: passed when the agent asked at least one clarification question
     exactly when the item needs clarification (``item.needs_clarification``: it has an
@@ -402,7 +395,6 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-@SCORERS.register("latency")
 class Latency:
     """Metric: the sum of the agent's reply ``latency_s`` over the phase's turns (seconds;
     the virtual user's and the database's time are not included)."""
@@ -419,7 +411,6 @@ class Latency:
         return Score(total, detail=f"{total:.3f} s over {len(replies)} agent replies")
 
 
-@SCORERS.register("tokens")
 class Tokens:
     """Metric: total tokens of the agent's replies over the phase's turns (``usage.total``, or
     prompt + completion when the adapter left ``total`` at 0). Option ``prices: {prompt: $ per
@@ -461,7 +452,6 @@ class Tokens:
 # --------------------------------------------------------------------------- bird_interact_reward
 
 
-@SCORERS.register("bird_interact_reward")
 class BirdInteractReward:
     """Metric: the part of BIRD-Interact's reward earned by THIS phase, so that the per-phase
     values of a conversation add up to its ``reward`` (evalbench.results.journal.record.reward): main

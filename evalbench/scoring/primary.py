@@ -10,34 +10,17 @@ question answered in words (no SQL) is judged by ``answer_match``. The order of 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+# the key's syntax is read with the config schema (which imports no scorer); kept importable here
+from evalbench.config.primary import DEFAULT_PRIMARY as DEFAULT_PRIMARY
+from evalbench.config.primary import parse_primary as parse_primary
 
 if TYPE_CHECKING:
     from evalbench.core.conversation import PhaseRecord
 
-CATEGORIES = ("Query", "Management")
-PHASES = ("main", "follow_up")
-DEFAULT_PRIMARY: dict[str, tuple[str, ...]] = {"Query": ("exec_match",), "Management": ("test_cases", "state_match")}
 NL_SCORER = "answer_match"
-_KEY = re.compile(r"^(Query|Management)(?:[/.](main|follow_up))?$")
-
-
-def parse_primary(value: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
-    """``primary:`` as ``{"Query": (...), "Management/follow_up": (...)}``, defaults filled in;
-    raises ValueError naming the bad key."""
-    mapping = dict(DEFAULT_PRIMARY)
-    for key, names in (value or {}).items():
-        match = _KEY.match(str(key))
-        if match is None:
-            raise ValueError(f"primary: unknown key {key!r} (use Query, Management, or e.g. Query/follow_up)")
-        listed = [names] if isinstance(names, str) else names
-        if not isinstance(listed, list) or not listed or not all(isinstance(n, str) and n for n in listed):
-            raise ValueError(f"primary.{key}: expected a scorer name or a non-empty list of scorer names")
-        category, phase = match.groups()
-        mapping[f"{category}/{phase}" if phase else category] = tuple(listed)
-    return mapping
 
 
 class PrimaryPolicy:

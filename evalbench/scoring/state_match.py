@@ -18,12 +18,11 @@ from typing import Any
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.fingerprint import differences
 from evalbench.core.conversation import Conversation, PhaseRecord
-from evalbench.scoring import SCORERS, Score
+from evalbench.scoring import Score
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, normalise_rows
 from evalbench.sql.statements import split_statements
 
 
-@SCORERS.register("state_match")
 class StateMatch:
     """The predicted SQL leaves the database in the state the golden SQL leaves it in."""
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from evalbench.core.conversation import Conversation, Phase, PhaseRecord
 from evalbench.dataset import Item
-from evalbench.scoring import SCORERS, Score
+from evalbench.scoring import Score
 from evalbench.scoring.test_case_runner import TestCaseVerdict, run_test_cases
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,6 @@ def test_cases_of(item: Item, phase: PhaseRecord) -> tuple[list[str], list[str],
     return list(item.test_cases), list(phase.preprocess), list(item.clean_up_sqls)
 
 
-@SCORERS.register("test_cases")
 class TestCases:
     """Every test case of the item (or follow-up) passes with the agent's SQL as ``pred_sqls``."""
 

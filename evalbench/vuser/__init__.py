@@ -7,10 +7,10 @@ audit record.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalbench.core import registries
 from evalbench.core.registry import Registry
 
 if TYPE_CHECKING:
@@ -27,19 +27,9 @@ class VirtualUser(Protocol):
 
 
 VUserFactory = Callable[[Any, int, "Knowledge"], VirtualUser]  # (config, run seed, knowledge base)
-VUSERS: Registry[VUserFactory] = Registry("virtual user", group="evalbench.vusers")  # plugins: docs/extending.md
-
-
-# The module that registers each virtual user, imported only when it is used.
-_MODULES = {"rules": "evalbench.vuser.rules", "llm": "evalbench.vuser.llm", "replay": "evalbench.vuser.replay"}
-
-
-def known_vusers() -> list[str]:
-    """Built-in virtual user names and those of installed plugins."""
-    return sorted(set(_MODULES) | set(VUSERS.names()))
+# built-ins and plugins (docs/extending.md), listed in evalbench.core.registries
+VUSERS: Registry[VUserFactory] = registries.VUSERS
 
 
 def build_vuser(config: Any, run_seed: int, knowledge: Knowledge | None = None) -> VirtualUser:
-    if config.vuser in _MODULES and config.vuser not in VUSERS:
-        importlib.import_module(_MODULES[config.vuser])
     return VUSERS.get(config.vuser)(config, run_seed, knowledge or {})

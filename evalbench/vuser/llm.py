@@ -97,7 +97,6 @@ from evalbench.dataset import Ambiguity
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.sql.clauses import golden_clauses
 from evalbench.sql.statements import sqlglot_dialect
-from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
 from evalbench.vuser.rules import REFUSAL
 
@@ -508,6 +507,5 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-@VUSERS.register("llm")
 def build_llm_vuser(config: LlmVUserConfig, run_seed: int, knowledge: Knowledge) -> LlmVirtualUser:
     return LlmVirtualUser(config, run_seed, knowledge)

@@ -14,7 +14,6 @@ from evalbench.core.conversation import Conversation, VUserAction, VUserReply
 from evalbench.core.usage import CallUsage
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.results.journal.shapes import read_manifest
-from evalbench.vuser import VUSERS
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
@@ -60,6 +59,3 @@ class ReplayVirtualUser:
         # the recorded model calls' usage, replayed (the journal marks the role replayed: no call is made)
         return VUserReply(action_of(recorded), recorded.get("text") or "", error=recorded.get("error"),
                           audit=audit if isinstance(audit, dict) else {}, usage=CallUsage.from_record(recorded.get("usage")))
-
-
-VUSERS.register("replay")(ReplayVirtualUser)

@@ -18,7 +18,6 @@ from evalbench.core.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.sql.clauses import golden_clauses, identifiers
 from evalbench.sql.statements import sqlglot_dialect
-from evalbench.vuser import VUSERS
 from evalbench.vuser.audit import audit_reply
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -139,6 +138,3 @@ def _best_sentence(text: str, hint: set[str]) -> str:
     if not sentences:
         return text
     return max(sentences, key=lambda s: len(_words(s) & hint))
-
-
-VUSERS.register("rules")(RulesVirtualUser)
