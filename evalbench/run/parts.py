@@ -9,6 +9,7 @@ built is a ConfigError naming the config file.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
@@ -41,12 +42,15 @@ class RunParts:
         self.plan, self.items = plan, items
         self.schemas, self.queries = SchemaCatalog(), QueryCatalog()
         self._closed = False
+        # preflight probes the agent and the virtual user from two threads: one build at a time, so
+        # that each part is built once and the process-wide limit share is set and restored in order
+        self._building = threading.RLock()
 
     def _build(self, make: Callable[[], T]) -> T:
         """``make()`` within this process's share of the limits, its problems as ConfigErrors naming the file."""
         where = self.plan.identity.where
         try:
-            with split_between(self.plan.concurrency.shares):
+            with self._building, split_between(self.plan.concurrency.shares):
                 return make()
         except (KeyError, ValueError) as exc:
             raise ConfigError(str(exc), file=where) from None
