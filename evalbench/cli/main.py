@@ -18,7 +18,12 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the command modules import lazily: `evalbench --help` stays instant
+    from evalbench.run.items import Items
+    from evalbench.run.parts import RunParts
+    from evalbench.run.plan import RunPlan
 
 EXIT_OK, EXIT_GATE, EXIT_CONFIG, EXIT_INFRA, EXIT_CANCELLED = 0, 1, 2, 3, 130
 
@@ -426,7 +431,7 @@ def _run(args: argparse.Namespace) -> int:
         return _run_here(args, plan, items, parts, thresholds)
 
 
-def _run_here(args: argparse.Namespace, plan: Any, items: Any, parts: Any, thresholds: Any) -> int:
+def _run_here(args: argparse.Namespace, plan: RunPlan, items: Items, parts: RunParts, thresholds: Any) -> int:
     """The run in this process, on the items and parts preflight read and built."""
     from pathlib import Path
 
@@ -452,7 +457,7 @@ def _check_executor(args: argparse.Namespace) -> None:
         raise ConfigError("--executor ray and --shard: Ray runs every shard of the run; --shard is one shard of a split")
 
 
-def _run_workers(args: argparse.Namespace, plan: Any, items: Any, thresholds: Any) -> int:
+def _run_workers(args: argparse.Namespace, plan: RunPlan, items: Items, thresholds: Any) -> int:
     """``run --workers N``: the shards as processes, merged into the run directory (evalbench.run.parallel.processes),
     or as Ray tasks (``--executor ray``, evalbench.run.parallel.ray)."""
     from pathlib import Path
@@ -801,7 +806,7 @@ def _gates(fail_under: list[Any], max_regression: list[Any]) -> list[tuple[str, 
     return [("--fail-under", t) for t in fail_under] + [("--max-regression", t) for t in max_regression]
 
 
-def _preflight(args: argparse.Namespace, plan: Any, items: Any, parts: Any, thresholds: Any) -> int:
+def _preflight(args: argparse.Namespace, plan: RunPlan, items: Items, parts: RunParts, thresholds: Any) -> int:
     """Before item 1: the gates' metric names always; unless --no-preflight, every check of
     evalbench.run.preflight. Each failure is one line on stderr; the exit code (0: go on)."""
     from pathlib import Path

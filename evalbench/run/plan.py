@@ -71,7 +71,6 @@ class ScoringSpec:
     primary: Mapping[str, Any] | None
     accept_nl_answers: bool
     follow_up: bool  # the follow-up phase is asked (its goldens are checked too)
-    where: str | None
 
     def plan(self, dataset_format: str | None) -> ScoringPlan:
         """The scoring plan of a dataset of ``dataset_format`` (ValueError for inconsistent settings)."""
@@ -210,7 +209,7 @@ class RunPlan:
                             None if chosen is None or chosen.empty else chosen, config.knowledge_path,
                             config.knowledge_directory, where),
             scoring=ScoringSpec(MappingProxyType(dict(config.scorers)), config.primary, config.accept_nl_answers,
-                                config.follow_up_enabled, where),
+                                config.follow_up_enabled),
             conversation=ConversationSpec(config.max_turns, getattr(config.vuser, "patience", 3), config.conversation_timeout_s,
                                           config.debug_attempts, config.follow_up_enabled, config.trials, config.seed),
             databases=DatabasesSpec(tuple(config.database_configs), config.setup_directory, config.embedded.data_dir,

@@ -23,6 +23,7 @@ from typing import Any
 from evalbench.backends.base import Sandbox
 from evalbench.core.conversation import follow_up_phase, main_phase
 from evalbench.dataset import Item, RecordError
+from evalbench.run.items import Items
 from evalbench.run.plan import DatabasesSpec, RunPlan
 from evalbench.scoring.semantics import execute_golden
 from evalbench.scoring.validity import Finding, GoldenCheck
@@ -141,8 +142,8 @@ def validate(plan: RunPlan, *, test_cases: bool = True, progress: bool = False) 
     from evalbench.core import deadline
     from evalbench.scoring import test_case_runner
 
-    dataset = plan.items.dataset()
-    scan = dataset.scan()
+    items = Items(plan.items)
+    dataset, scan = items.dataset, items.found
     scoring = plan.scoring.plan(scan.format)
     report = ValidationReport(items=scan.total, record_errors=list(scan.errors), semantics=scoring.rules.semantics)
     check = GoldenCheck.of_plan(scoring.scorers, scoring.rules, test_cases=test_cases, follow_up=plan.scoring.follow_up)
