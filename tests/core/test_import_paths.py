@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,12 @@ DOTTED = re.compile(r"`(evalbench(?:\.\w+)+)")
 def resolve(dotted: str) -> object:
     """The module or attribute a dotted name stands for (the longest importable module prefix, then attributes)."""
     parts = dotted.split(".")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # an old path the docs mention on purpose
+        return _resolve(parts, dotted)
+
+
+def _resolve(parts: list[str], dotted: str) -> object:
     for cut in range(len(parts), 0, -1):
         try:
             found: object = importlib.import_module(".".join(parts[:cut]))
