@@ -9,6 +9,7 @@ see); no database is touched. Empty golden results need the golden SQL run, whic
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -176,3 +177,26 @@ def render_text(info: DatasetInfo) -> str:
         if group.warnings and len(group.warnings) > 20:
             lines.append(f"    ... and {len(group.warnings) - 20} more warnings (all in --json)")
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``evalbench datasets``."""
+    parser.description = ("Count the items of the config's dataset per dialect and database (category, difficulty, "
+                          "ambiguity kind and type, follow-ups), its knowledge entries and, from a file of `evalbench "
+                          "validate --json FILE`, its empty golden results and warnings. No database is touched. "
+                          "See docs/inspect.md.")
+    parser.epilog = "example:\n  evalbench datasets --config configs/quickstart.yaml --validation validate.json"
+    parser.add_argument("--config", required=True, help="run config (YAML)")
+    parser.add_argument("--validation", metavar="FILE", help="the JSON written by evalbench validate --json FILE")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``evalbench datasets``: the counts as tables, or as JSON."""
+    from evalbench.config import load_run_config
+    from evalbench.run.plan import RunPlan
+
+    items = Items(RunPlan.resolve(load_run_config(args.config)).items)
+    info = dataset_info(items, Path(args.validation) if args.validation else None)
+    print(json.dumps(info.as_dict(), indent=2) if args.json else render_text(info))
+    return 0

@@ -8,6 +8,7 @@ setup) and read through its sandbox in read mode only: catalog queries and ``cou
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,3 +80,26 @@ def render_text(infos: list[DatabaseInfo]) -> str:
             lines += ["", f"  {t.name}", table(None, t.columns, indent="    ")]
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``evalbench db``."""
+    parser.description = ("Provision each database of the config's dataset as a run would (or reuse it), then list its "
+                          "tables with row counts, columns and types, and the knowledge entries naming each table. "
+                          "Read-only. See docs/inspect.md.")
+    parser.epilog = "example:\n  evalbench db --config configs/quickstart.yaml --database greenleaf"
+    parser.add_argument("--config", required=True, help="run config (YAML)")
+    parser.add_argument("--database", metavar="NAME", help="only this database (NAME or DIALECT/NAME)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``evalbench db``: the tables as text, or as JSON."""
+    import json
+
+    from evalbench.config import load_run_config
+
+    plan = RunPlan.resolve(load_run_config(args.config))
+    infos = db_info(plan, Items(plan.items), args.database)
+    print(json.dumps([i.as_dict() for i in infos], indent=2) if args.json else render_text(infos))
+    return 0
