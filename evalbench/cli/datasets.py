@@ -14,7 +14,6 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from evalbench.core.errors import DatasetError
 from evalbench.dataset import Item
@@ -62,7 +61,7 @@ class GroupInfo:
         self.items_citing_knowledge += bool(cited)
         self.knowledge_ids_cited |= cited
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "dialect": self.dialect, "database": self.database, "items": self.items,
             "categories": _sorted(self.categories), "query_types": _sorted(self.query_types),
@@ -86,7 +85,7 @@ class DatasetInfo:
     filtered_out: int
     validation_file: str | None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"dataset": self.path, "format": self.format, "record_errors": self.record_errors,
                 "filtered_out": self.filtered_out, "validation_file": self.validation_file,
                 "groups": [g.as_dict() for g in self.groups]}
@@ -157,12 +156,12 @@ def render_text(info: DatasetInfo) -> str:
     if info.filtered_out:
         lines.append(f"left out by query_types: {info.filtered_out}")
     for group in info.groups:
-        d = group.as_dict()
         rows: list[tuple[str, object]] = [
-            ("items", group.items), ("categories", counts(d["categories"])), ("query types", counts(d["query_types"])),
-            ("difficulty", counts(d["difficulties"])), ("ambiguities by kind", counts(d["ambiguity_kinds"])),
-            ("ambiguities by type", counts(d["ambiguity_types"])), ("need clarification", group.needs_clarification),
-            ("follow-ups", group.follow_ups), ("follow-up types", counts(d["follow_up_types"])),
+            ("items", group.items), ("categories", counts(_sorted(group.categories))),
+            ("query types", counts(_sorted(group.query_types))), ("difficulty", counts(_sorted(group.difficulties))),
+            ("ambiguities by kind", counts(_sorted(group.ambiguity_kinds))),
+            ("ambiguities by type", counts(_sorted(group.ambiguity_types))), ("need clarification", group.needs_clarification),
+            ("follow-ups", group.follow_ups), ("follow-up types", counts(_sorted(group.follow_up_types))),
             ("knowledge entries", group.knowledge_entries), ("items citing knowledge", group.items_citing_knowledge),
             ("knowledge ids cited", len(group.knowledge_ids_cited)),
         ]

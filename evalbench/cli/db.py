@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any
 
 import evalbench.run.databases as databases
 from evalbench.backends.tables import TableInfo, match_knowledge, read_tables
@@ -27,7 +26,7 @@ class DatabaseInfo:
     knowledge_entries: int
     knowledge_unmatched: list[int]  # entries that name no table
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"dialect": self.dialect, "database": self.database, "tables": [t.as_dict() for t in self.tables],
                 "knowledge_entries": self.knowledge_entries, "knowledge_unmatched": self.knowledge_unmatched}
 
