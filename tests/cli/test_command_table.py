@@ -63,3 +63,9 @@ def test_top_level_help_lists_every_command() -> None:
     out = subprocess.run([sys.executable, "-m", "evalbench", "--help"], capture_output=True, text=True, check=True, env=env)
     for entry in COMMANDS:
         assert f"    {entry.name} " in out.stdout and entry.help in out.stdout
+
+
+def test_exported_members() -> None:
+    import evalbench.cli as cli
+
+    assert cli.__all__ == ["main"] and cli.main is main
