@@ -14,10 +14,13 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalbench.core.errors import DatasetError
-from evalbench.dataset import Item
-from evalbench.run.items import Items
+
+if TYPE_CHECKING:  # imported when the command runs: `evalbench datasets --help` stays instant
+    from evalbench.dataset import Item
+    from evalbench.run.items import Items
 
 UNSET = "(unset)"  # the key of items with no difficulty / a follow-up with no type
 
@@ -193,6 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``evalbench datasets``: the counts as tables, or as JSON."""
     from evalbench.config import load_run_config
+    from evalbench.run.items import Items
     from evalbench.run.plan import RunPlan
 
     items = Items(RunPlan.resolve(load_run_config(args.config)).items)

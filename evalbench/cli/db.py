@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import evalbench.run.databases as databases
-from evalbench.backends.tables import TableInfo, match_knowledge, read_tables
 from evalbench.core.errors import ConfigError, EvalbenchError
-from evalbench.run.items import Items
-from evalbench.run.plan import RunPlan
+
+if TYPE_CHECKING:  # imported when the command runs: `evalbench db --help` stays instant
+    from evalbench.backends.tables import TableInfo
+    from evalbench.run.items import Items
+    from evalbench.run.plan import RunPlan
 
 
 @dataclass
@@ -45,6 +47,9 @@ def _groups(items: Items, only: str | None) -> list[tuple[str, str]]:
 
 def db_info(plan: RunPlan, items: Items, only: str | None = None) -> list[DatabaseInfo]:
     """The databases of the run's dataset (or only the one named ``NAME`` or ``DIALECT/NAME``)."""
+    import evalbench.run.databases as databases
+    from evalbench.backends.tables import match_knowledge, read_tables
+
     knowledge = items.knowledge
     out = []
     for dialect, name in _groups(items, only):
@@ -97,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from evalbench.config import load_run_config
+    from evalbench.run.items import Items
+    from evalbench.run.plan import RunPlan
 
     plan = RunPlan.resolve(load_run_config(args.config))
     infos = db_info(plan, Items(plan.items), args.database)

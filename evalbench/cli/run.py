@@ -7,16 +7,18 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalbench.cli.exit_codes import EXIT_CANCELLED, EXIT_CONFIG, EXIT_OK
 from evalbench.cli.options import add_gate_options, add_subset_options, output_directory, overrides
 from evalbench.cli.signals import sigterm_as_interrupt
-from evalbench.cli.verdict import Thresholds, gate_list, thresholds, verdict
-from evalbench.config import load_run_config
 from evalbench.core.errors import ConfigError
-from evalbench.run.items import Items
-from evalbench.run.parts import RunParts
-from evalbench.run.plan import RunPlan
+
+if TYPE_CHECKING:  # imported when the run starts: `evalbench run --help` stays instant
+    from evalbench.cli.verdict import Thresholds
+    from evalbench.run.items import Items
+    from evalbench.run.parts import RunParts
+    from evalbench.run.plan import RunPlan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +65,12 @@ def _add_execution_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from evalbench.cli.verdict import thresholds
+    from evalbench.config import load_run_config
+    from evalbench.run.items import Items
+    from evalbench.run.parts import RunParts
+    from evalbench.run.plan import RunPlan
+
     _check_executor(args)
     changes = overrides(args.set)
     if args.run_id:
@@ -96,6 +104,7 @@ def _choose_workers(args: argparse.Namespace, plan: RunPlan, items: Items) -> No
 
 def _run_here(args: argparse.Namespace, plan: RunPlan, items: Items, parts: RunParts, limits: Thresholds) -> int:
     """The run in this process, on the items and parts preflight read and built."""
+    from evalbench.cli.verdict import verdict
     from evalbench.results.render.console import print_summary
     from evalbench.run.orchestrator import run as run_plan
 
@@ -119,6 +128,7 @@ def _check_executor(args: argparse.Namespace) -> None:
 def _run_workers(args: argparse.Namespace, plan: RunPlan, items: Items, limits: Thresholds) -> int:
     """``run --workers N``: the shards as processes, merged into the run directory (evalbench.run.parallel.processes),
     or as Ray tasks (``--executor ray``, evalbench.run.parallel.ray)."""
+    from evalbench.cli.verdict import verdict
     from evalbench.results.render.console import print_summary
     from evalbench.run.lock import hold_run_lock
     from evalbench.run.orchestrator import new_run_directory
@@ -181,6 +191,7 @@ def _item_ids(values: list[str]) -> list[str]:
 def _preflight(args: argparse.Namespace, plan: RunPlan, items: Items, parts: RunParts, limits: Thresholds) -> int:
     """Before item 1: the gates' metric names always; unless --no-preflight, every check of
     evalbench.run.preflight. Each failure is one line on stderr; the exit code (0: go on)."""
+    from evalbench.cli.verdict import gate_list
     from evalbench.run.preflight import exit_code, preflight, validate_gates
 
     if args.agent_down_after < 0:

@@ -69,3 +69,20 @@ def test_exported_members() -> None:
     import evalbench.cli as cli
 
     assert cli.__all__ == ["main"] and cli.main is main
+
+
+def test_no_command_help_imports_a_heavy_module() -> None:
+    heavy = ("sqlglot", "pandas", "google", "sqlalchemy", "psycopg", "pydantic", "httpx", "pgserver", "ray")
+    code = (
+        "import sys, contextlib, io\n"
+        "from evalbench.cli import main\n"
+        f"for name in {NAMES!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            main([name, '--help'])\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
