@@ -9,15 +9,18 @@ see); no database is touched. Empty golden results need the golden SQL run, whic
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalbench.core.errors import DatasetError
-from evalbench.dataset import Item
-from evalbench.run.items import Items
+
+if TYPE_CHECKING:  # imported when the command runs: `evalbench datasets --help` stays instant
+    from evalbench.dataset import Item
+    from evalbench.run.items import Items
 
 UNSET = "(unset)"  # the key of items with no difficulty / a follow-up with no type
 
@@ -61,7 +64,7 @@ class GroupInfo:
         self.items_citing_knowledge += bool(cited)
         self.knowledge_ids_cited |= cited
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "dialect": self.dialect, "database": self.database, "items": self.items,
             "categories": _sorted(self.categories), "query_types": _sorted(self.query_types),
@@ -85,7 +88,7 @@ class DatasetInfo:
     filtered_out: int
     validation_file: str | None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"dataset": self.path, "format": self.format, "record_errors": self.record_errors,
                 "filtered_out": self.filtered_out, "validation_file": self.validation_file,
                 "groups": [g.as_dict() for g in self.groups]}
@@ -156,12 +159,12 @@ def render_text(info: DatasetInfo) -> str:
     if info.filtered_out:
         lines.append(f"left out by query_types: {info.filtered_out}")
     for group in info.groups:
-        d = group.as_dict()
         rows: list[tuple[str, object]] = [
-            ("items", group.items), ("categories", counts(d["categories"])), ("query types", counts(d["query_types"])),
-            ("difficulty", counts(d["difficulties"])), ("ambiguities by kind", counts(d["ambiguity_kinds"])),
-            ("ambiguities by type", counts(d["ambiguity_types"])), ("need clarification", group.needs_clarification),
-            ("follow-ups", group.follow_ups), ("follow-up types", counts(d["follow_up_types"])),
+            ("items", group.items), ("categories", counts(_sorted(group.categories))),
+            ("query types", counts(_sorted(group.query_types))), ("difficulty", counts(_sorted(group.difficulties))),
+            ("ambiguities by kind", counts(_sorted(group.ambiguity_kinds))),
+            ("ambiguities by type", counts(_sorted(group.ambiguity_types))), ("need clarification", group.needs_clarification),
+            ("follow-ups", group.follow_ups), ("follow-up types", counts(_sorted(group.follow_up_types))),
             ("knowledge entries", group.knowledge_entries), ("items citing knowledge", group.items_citing_knowledge),
             ("knowledge ids cited", len(group.knowledge_ids_cited)),
         ]
@@ -176,3 +179,27 @@ def render_text(info: DatasetInfo) -> str:
         if group.warnings and len(group.warnings) > 20:
             lines.append(f"    ... and {len(group.warnings) - 20} more warnings (all in --json)")
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``evalbench datasets``."""
+    parser.description = ("Count the items of the config's dataset per dialect and database (category, difficulty, "
+                          "ambiguity kind and type, follow-ups), its knowledge entries and, from a file of `evalbench "
+                          "validate --json FILE`, its empty golden results and warnings. No database is touched. "
+                          "See docs/inspect.md.")
+    parser.epilog = "example:\n  evalbench datasets --config configs/quickstart.yaml --validation validate.json"
+    parser.add_argument("--config", required=True, help="run config (YAML)")
+    parser.add_argument("--validation", metavar="FILE", help="the JSON written by evalbench validate --json FILE")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``evalbench datasets``: the counts as tables, or as JSON."""
+    from evalbench.config import load_run_config
+    from evalbench.run.items import Items
+    from evalbench.run.plan import RunPlan
+
+    items = Items(RunPlan.resolve(load_run_config(args.config)).items)
+    info = dataset_info(items, Path(args.validation) if args.validation else None)
+    print(json.dumps(info.as_dict(), indent=2) if args.json else render_text(info))
+    return 0

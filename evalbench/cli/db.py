@@ -8,14 +8,16 @@ setup) and read through its sandbox in read mode only: catalog queries and ``cou
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-import evalbench.run.databases as databases
-from evalbench.backends.tables import TableInfo, match_knowledge, read_tables
 from evalbench.core.errors import ConfigError, EvalbenchError
-from evalbench.run.items import Items
-from evalbench.run.plan import RunPlan
+
+if TYPE_CHECKING:  # imported when the command runs: `evalbench db --help` stays instant
+    from evalbench.backends.tables import TableInfo
+    from evalbench.run.items import Items
+    from evalbench.run.plan import RunPlan
 
 
 @dataclass
@@ -26,7 +28,7 @@ class DatabaseInfo:
     knowledge_entries: int
     knowledge_unmatched: list[int]  # entries that name no table
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"dialect": self.dialect, "database": self.database, "tables": [t.as_dict() for t in self.tables],
                 "knowledge_entries": self.knowledge_entries, "knowledge_unmatched": self.knowledge_unmatched}
 
@@ -45,6 +47,9 @@ def _groups(items: Items, only: str | None) -> list[tuple[str, str]]:
 
 def db_info(plan: RunPlan, items: Items, only: str | None = None) -> list[DatabaseInfo]:
     """The databases of the run's dataset (or only the one named ``NAME`` or ``DIALECT/NAME``)."""
+    import evalbench.run.databases as databases
+    from evalbench.backends.tables import match_knowledge, read_tables
+
     knowledge = items.knowledge
     out = []
     for dialect, name in _groups(items, only):
@@ -79,3 +84,28 @@ def render_text(infos: list[DatabaseInfo]) -> str:
             lines += ["", f"  {t.name}", table(None, t.columns, indent="    ")]
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``evalbench db``."""
+    parser.description = ("Provision each database of the config's dataset as a run would (or reuse it), then list its "
+                          "tables with row counts, columns and types, and the knowledge entries naming each table. "
+                          "Read-only. See docs/inspect.md.")
+    parser.epilog = "example:\n  evalbench db --config configs/quickstart.yaml --database greenleaf"
+    parser.add_argument("--config", required=True, help="run config (YAML)")
+    parser.add_argument("--database", metavar="NAME", help="only this database (NAME or DIALECT/NAME)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``evalbench db``: the tables as text, or as JSON."""
+    import json
+
+    from evalbench.config import load_run_config
+    from evalbench.run.items import Items
+    from evalbench.run.plan import RunPlan
+
+    plan = RunPlan.resolve(load_run_config(args.config))
+    infos = db_info(plan, Items(plan.items), args.database)
+    print(json.dumps([i.as_dict() for i in infos], indent=2) if args.json else render_text(infos))
+    return 0

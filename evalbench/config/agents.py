@@ -8,7 +8,7 @@ import their SDKs only when an agent is built.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -125,7 +125,7 @@ class AdkAgentConfig(StrictModel):
     raw_events_max_chars: int = Field(20_000, ge=0, description="raw events kept per turn in the journal")
     model: str | None = Field(None, description="the model the ADK app runs, as the price table names it: recorded, and used "
                               "only to price the tokens the app reports (the app chooses its model; none: cost unknown)")
-    session_state: dict[str, Any] = Field(
+    session_state: dict[str, object] = Field(
         default_factory=lambda: dict(DEFAULT_STATE),
         description="the state each ADK session is created with: string values are templates over the item "
                     "({database}, {dialect}, {item_id}, {category}, {difficulty}, {knowledge_ids}, {schema}, {external_kg}, {max_turn}); {} sends none "
@@ -139,7 +139,7 @@ class AdkAgentConfig(StrictModel):
 
     @field_validator("session_state")
     @classmethod
-    def _known_placeholders(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _known_placeholders(cls, value: dict[str, object]) -> dict[str, object]:
         check_template(value, key="")  # pydantic names model_config.session_state; we name the key under it
         return value
 
@@ -231,7 +231,7 @@ else:
 _GENERATORS = {"querydata": "adk", "gcp_vertex_gemini": "gemini", "gemini": "gemini"}
 
 
-def agent_shorthand(value: Any) -> Any:
+def agent_shorthand(value: object) -> object:
     """`model_config: simulated:oracle` is shorthand for `{agent: simulated:oracle}`; EvalBench's
     `generator` key names the agent too."""
     if isinstance(value, str) and not value.endswith((".yaml", ".yml")):
@@ -243,7 +243,7 @@ def agent_shorthand(value: Any) -> Any:
     return value
 
 
-def _from_generator(generator: str, value: dict[str, Any]) -> dict[str, Any]:
+def _from_generator(generator: str, value: dict[str, object]) -> dict[str, object]:
     """An EvalBench model config (``generators/models/__init__.py::get_generator``) as ours."""
     from evalbench.config.compat import REJECTED_GENERATORS, gcp_defaults, max_attempts
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ ORCHESTRATORS = {
 }
 
 
-def rejected_run_key(data: dict[str, Any]) -> tuple[str, str] | None:
+def rejected_run_key(data: dict[str, object]) -> tuple[str, str] | None:
     """The first refused EvalBench key present in a run config mapping, with its message."""
     for key, instead in REJECTED_RUN_KEYS.items():
         if key in data:
@@ -56,9 +59,9 @@ def rejected_run_key(data: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def scorer_aliases(scorers: dict[str, Any]) -> dict[str, Any]:
+def scorer_aliases(scorers: dict[str, object]) -> dict[str, object]:
     """``scorers`` with EvalBench's names replaced by ours; a ValueError when both are given."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, options in scorers.items():
         ours = SCORER_ALIASES.get(name, name)
         if ours in out:
@@ -67,7 +70,7 @@ def scorer_aliases(scorers: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def database_path(value: str, db_type: str) -> dict[str, Any]:
+def database_path(value: str, db_type: str) -> dict[str, object]:
     """EvalBench's ``database_path`` of a PostgreSQL server (``databases/postgres.py::PGDB``: the
     host part of the SQLAlchemy URL, ``host`` or ``host:port``), as our ``host`` / ``port`` keys.
     A directory (``/run/postgresql``) is a Unix socket directory, as libpq reads a host.
@@ -89,7 +92,7 @@ def database_path(value: str, db_type: str) -> dict[str, Any]:
     return {"host": host, "port": int(port)} if port else {"host": host}
 
 
-def gcp_defaults(data: dict[str, Any]) -> dict[str, Any]:
+def gcp_defaults(data: dict[str, object]) -> dict[str, object]:
     """EvalBench's Gemini settings (``generators/models/gemini.py``): Vertex AI always, project
     and region from ``gcp_project_id`` / ``gcp_region`` or the environment variables
     EVAL_GCP_PROJECT_ID / EVAL_GCP_PROJECT_REGION (``util/gcp.py``), as our keys."""
@@ -108,7 +111,7 @@ def gcp_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def max_attempts(data: dict[str, Any]) -> dict[str, Any]:
+def max_attempts(data: dict[str, object]) -> dict[str, object]:
     """EvalBench's ``max_attempts`` (``util/rate_limit.py``: attempts of a rate-limited call) as
     our ``retry.max_retries`` (= attempts - 1)."""
     if "max_attempts" not in data:
@@ -117,13 +120,16 @@ def max_attempts(data: dict[str, Any]) -> dict[str, Any]:
     attempts = data.pop("max_attempts")
     if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
         raise ValueError(f"max_attempts: expected an integer of at least 1 (got {attempts!r})")
-    retry = dict(data.get("retry") or {})
+    given = data.get("retry") or {}
+    if not isinstance(given, dict):
+        raise ValueError(f"retry: expected a mapping (got {given!r})")
+    retry = dict(given)
     retry.setdefault("max_retries", attempts - 1)
     data["retry"] = retry
     return data
 
 
-def llmrater_model(model: dict[str, Any]) -> dict[str, Any]:
+def llmrater_model(model: dict[str, object]) -> dict[str, object]:
     """An EvalBench model config given as ``scorers.llmrater.model_config`` (a gcp_vertex_gemini
     generator, scorers/llmrater.py of EvalBench) as our llmrater options."""
     generator = model.get("generator")
@@ -134,11 +140,14 @@ def llmrater_model(model: dict[str, Any]) -> dict[str, Any]:
             log.warning("scorers.llmrater.model_config: %s is not applied (the judge's prompt is its prompt_file)", unused)
     options = gcp_defaults({k: v for k, v in model.items() if k not in ("generator", "base_prompt", "max_tokens")})
     if "max_attempts" in options:
-        options["max_retries"] = max(0, int(options.pop("max_attempts")) - 1)
+        attempts = options.pop("max_attempts")
+        if not isinstance(attempts, (int, float, str)):
+            raise ValueError(f"llmrater: model_config max_attempts: expected an integer (got {attempts!r})")
+        options["max_retries"] = max(0, int(attempts) - 1)
     return options
 
 
-def compat_notes(model: Any, prefix: str = "") -> list[dict[str, str]]:
+def compat_notes(model: BaseModel, prefix: str = "") -> list[dict[str, str]]:
     """EvalBench keys set in ``model`` (and its nested models) that are accepted and not applied:
     ``{"key", "note"}`` each, for the manifest and a warning."""
     from pydantic import BaseModel

@@ -48,7 +48,7 @@ def is_file_backend(name: str) -> bool:
         return False
 
 
-def _normalise_db_type(value: Any) -> Any:
+def _normalise_db_type(value: object) -> object:
     """A backend's name (``postgresql`` is ``postgres``, ``mariadb`` is ``mysql``...); one no
     backend is registered under (built in, or an ``evalbench.backends`` entry point) is refused."""
     if not isinstance(value, str):
@@ -68,7 +68,7 @@ def is_instance_name(path: str) -> bool:
     return path.startswith("projects/") or path.count(":") >= 2
 
 
-def _normalise_dialect(value: Any) -> Any:
+def _normalise_dialect(value: object) -> object:
     return normalise_dialect(value) if isinstance(value, str) else value
 
 
@@ -117,11 +117,11 @@ class DatabaseConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _evalbench_keys(cls, data: Any) -> Any:
+    def _evalbench_keys(cls, data: object) -> object:
         """EvalBench's ``database_path`` of a PostgreSQL server is its host[:port] (databases/postgres.py::PGDB)."""
         if not isinstance(data, dict) or data.get("database_path") in (None, ""):
             return data
-        if is_file_backend(_normalise_db_type(data.get("db_type") or normalise_dialect(str(data.get("dialect") or "postgres")))):
+        if is_file_backend(str(_normalise_db_type(data.get("db_type") or normalise_dialect(str(data.get("dialect") or "postgres"))))):
             return data  # a folder or a file, read by the backend
         if data.get("host") is not None or data.get("url") is not None:
             raise ValueError("database_path (EvalBench's host:port) cannot be combined with host or url: keep one")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from pydantic import (
     ValidationError,
 )
+from pydantic_core import ErrorDetails
 
 from evalbench.config.agents import (
     AdkAgentConfig,
@@ -32,18 +33,20 @@ from evalbench.config.types import (
     resolve_relative,
 )
 from evalbench.config.vusers import LlmVUserConfig, VUserConfig, vuser_shorthand
-from evalbench.config.yamlfile import YamlDocument, format_key_path, load_yaml
+from evalbench.config.yamlfile import KeyPath, YamlDocument, format_key_path, load_yaml
 from evalbench.core.errors import ConfigError
 from evalbench.core.redaction import redact_text, remember_secrets, secret_path
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=StrictModel)
 
 
 
 # --------------------------------------------------------------------------- loading
 
 
-def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
+def load_run_config(path: str | Path, **overrides: object) -> RunConfig:
     """Read and validate a run config. Nested config files (``database_configs``,
     ``model_config``, ``vuser_model_config`` given as paths) are read relative to it."""
     path = Path(path)
@@ -69,7 +72,7 @@ def load_run_config(path: str | Path, **overrides: Any) -> RunConfig:
     return config
 
 
-def _evalbench_run_keys(doc: YamlDocument, data: dict[str, Any]) -> dict[str, Any]:
+def _evalbench_run_keys(doc: YamlDocument, data: dict[str, object]) -> dict[str, object]:
     """EvalBench's run-config spellings refused or renamed before validation, errors at their line."""
     refused = rejected_run_key(data)
     if refused is not None:
@@ -79,15 +82,16 @@ def _evalbench_run_keys(doc: YamlDocument, data: dict[str, Any]) -> dict[str, An
             raise doc.error("simulated_user_model_config is EvalBench's name of vuser_model_config: keep one",
                             ("simulated_user_model_config",))
         data["vuser_model_config"] = data.pop("simulated_user_model_config")
-    if isinstance(data.get("scorers"), dict):
+    scorers = data.get("scorers")
+    if isinstance(scorers, dict):
         try:
-            data["scorers"] = scorer_aliases(data["scorers"])
+            data["scorers"] = scorer_aliases(scorers)
         except ValueError as exc:
             raise doc.error(str(exc), ("scorers",)) from None
     return data
 
 
-def _load_run_config(doc: YamlDocument, data: dict[str, Any], base: Path, path: Path) -> RunConfig:
+def _load_run_config(doc: YamlDocument, data: dict[str, object], base: Path, path: Path) -> RunConfig:
     scorers = data.get("scorers")
     if isinstance(scorers, dict) and isinstance(scorers.get("llmrater"), dict) and "model_config" in scorers["llmrater"]:
         data["scorers"] = scorers = dict(scorers) | {"llmrater": _llmrater_model(doc, scorers["llmrater"], base)}
@@ -113,21 +117,21 @@ def _load_run_config(doc: YamlDocument, data: dict[str, Any], base: Path, path: 
             data[key] = _load_nested(doc, (key,), entry, base, None)
         if key == "model_config" and _same_model_simulates_user(data):
             # EvalBench's interact flow answers with model_config's model (evaluator/virtualuser.py::VUser)
-            data["vuser_model_config"] = dict(data["model_config"])
+            data["vuser_model_config"] = dict(_mapping(data["model_config"]))
             log.info("vuser_model_config: not given; the user is simulated by model_config's model, as EvalBench's "
                      "interact orchestrator does")
     data["source"] = path
     return _validate(doc, RunConfig, data, base)
 
 
-def _same_model_simulates_user(data: dict[str, Any]) -> bool:
+def _same_model_simulates_user(data: dict[str, object]) -> bool:
     """EvalBench's interact orchestrator with a Gemini model_config and no vuser_model_config."""
     model = data.get("model_config")
     return ("vuser_model_config" not in data and data.get("orchestrator", "interact") == "interact"
             and isinstance(model, dict) and model.get("generator") in ("gcp_vertex_gemini", "gemini"))
 
 
-def _llmrater_model(doc: YamlDocument, options: dict[str, Any], base: Path) -> dict[str, Any]:
+def _llmrater_model(doc: YamlDocument, options: dict[str, object], base: Path) -> dict[str, object]:
     """EvalBench's ``llmrater: {model_config: <model yaml>}``: the judge's model read from that file."""
     options = dict(options)
     entry = options.pop("model_config")
@@ -143,7 +147,7 @@ def _llmrater_model(doc: YamlDocument, options: dict[str, Any], base: Path) -> d
         raise doc.error(str(exc), key) from None
 
 
-def _load_nested(doc: YamlDocument, key_path: tuple[Any, ...], entry: Any, base: Path, model: type[StrictModel] | None) -> Any:
+def _load_nested(doc: YamlDocument, key_path: KeyPath, entry: object, base: Path, model: type[StrictModel] | None) -> object:
     """A nested config given as a file path is read (and validated, when ``model`` is given) there."""
     if isinstance(entry, str):
         if "://" in entry:  # never echo it: a URL may carry a password
@@ -160,7 +164,12 @@ def _load_nested(doc: YamlDocument, key_path: tuple[Any, ...], entry: Any, base:
     return entry
 
 
-class _NestedFile(dict):
+def _mapping(value: object) -> dict[str, object]:
+    """``value`` when it is a mapping (checked before), else empty."""
+    return value if isinstance(value, dict) else {}
+
+
+class _NestedFile(dict[str, object]):
     """A mapping read from another file; validation errors inside it name that file."""
 
     def __init__(self, doc: YamlDocument) -> None:
@@ -168,18 +177,18 @@ class _NestedFile(dict):
         self.doc = doc
 
 
-def _validate(doc: YamlDocument, model: type[StrictModel], data: dict[str, Any], base: Path) -> Any:
+def _validate(doc: YamlDocument, model: type[M], data: dict[str, object], base: Path) -> M:
     return _validate_part(doc, model, data, base, ())
 
 
-def _validate_part(doc: YamlDocument, model: type[StrictModel], data: Any, base: Path, prefix: tuple[Any, ...]) -> Any:
+def _validate_part(doc: YamlDocument, model: type[M], data: object, base: Path, prefix: KeyPath) -> M:
     try:
         return model.model_validate(data, context={"base_dir": base, "paths": RESOLVED_PATHS.get()})
     except ValidationError as exc:
         raise _config_error(doc, exc, prefix, data) from None
 
 
-def _config_error(doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ...], data: Any) -> ConfigError:
+def _config_error(doc: YamlDocument, exc: ValidationError, prefix: KeyPath, data: object) -> ConfigError:
     messages = []
     first: ConfigError | None = None
     for err in exc.errors(include_url=False):
@@ -197,9 +206,9 @@ def _config_error(doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ..
     return first
 
 
-def _locate(doc: YamlDocument, data: Any, prefix: tuple[Any, ...], loc: tuple[Any, ...]) -> tuple[YamlDocument, tuple[Any, ...]]:
+def _locate(doc: YamlDocument, data: object, prefix: KeyPath, loc: KeyPath) -> tuple[YamlDocument, KeyPath]:
     """Map a pydantic error location to (file, key path), following nested files and aliases."""
-    key_path: list[Any] = list(prefix)
+    key_path: list[str | int] = list(prefix)
     node = data
     aliases = {"agent": "model_config", "vuser": "vuser_model_config"}
     for i, part in enumerate(loc):
@@ -222,7 +231,7 @@ def _locate(doc: YamlDocument, data: Any, prefix: tuple[Any, ...], loc: tuple[An
     return doc, tuple(key_path)
 
 
-def _describe(err: Any, *, show_input: bool = True) -> str:
+def _describe(err: ErrorDetails, *, show_input: bool = True) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
         return "unknown key"

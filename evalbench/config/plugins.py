@@ -56,7 +56,7 @@ class PluginConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _gather(cls, data: Any) -> Any:
+    def _gather(cls, data: object) -> object:
         """``{agent: x, rows: 3}`` -> ``{agent: x, options: {rows: 3}}``."""
         if not isinstance(data, dict):
             return data
@@ -86,19 +86,19 @@ class PluginConfig(StrictModel):
         return self
 
     @model_serializer(mode="wrap")
-    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, object]:
         """Dumped as written (name and options side by side), so a dumped config loads again."""
         options = self.options
         if isinstance(options, BaseModel):
             options = options.model_dump(mode=info.mode, by_alias=info.by_alias)
         return {**handler(self), **dict(options)}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """Name and options (for a plugin that does not describe itself)."""
         return self.model_dump(mode="json", by_alias=True)
 
 
-def parse_options(kind: str, name: str, factory: Any, options: dict[str, Any], context: Any) -> Any:
+def parse_options(kind: str, name: str, factory: object, options: dict[str, object], context: object) -> Any:
     """Validate ``options`` with ``factory.Config`` (a pydantic model), if the plugin has one."""
     schema = getattr(factory, "Config", None)
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
@@ -114,7 +114,7 @@ def parse_options(kind: str, name: str, factory: Any, options: dict[str, Any], c
         raise ValueError(f"options of {kind} {name!r}: " + "; ".join(problems)) from None
 
 
-def scorer_problem(name: str, options: dict[str, Any] | None = None) -> str | None:
+def scorer_problem(name: str, options: dict[str, object] | None = None) -> str | None:
     """Why ``name`` with ``options`` cannot be a scorer (unknown, a plugin that does not load,
     options its ``Config`` refuses), or None. A built-in scorer is not imported for this: none
     has a ``Config`` model (tests/core/test_registry.py checks it), so there is nothing to check."""
@@ -181,7 +181,7 @@ def discriminated(key: str, models: list[type[StrictModel]], plugin: type[Plugin
         for name in get_args(model.model_fields[key].annotation):
             tags[name] = model.__name__
 
-    def tag(value: Any) -> str:
+    def tag(value: object) -> str:
         name = value.get(key) if isinstance(value, dict) else getattr(value, key, None)
         return tags.get(name, PLUGIN_TAG) if isinstance(name, str) else PLUGIN_TAG
 

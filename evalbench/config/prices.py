@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -74,7 +73,7 @@ class PriceTable:
             return None
         return round((prompt * price.input + completion * price.output) / 1e6, 8)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What the manifest records: the table used, and where each price came from."""
         return {"currency": "USD", "unit": "per 1M tokens", "defaults_as_of": PRICES_AS_OF, "source": PRICES_SOURCE,
                 "models": {m: p.model_dump() | {"from": "config" if m in self.overrides else "default"}
@@ -91,7 +90,7 @@ class RunPricing:
     replayed: frozenset[str] = frozenset()
 
 
-def run_pricing(prices: dict[str, ModelPrice] | None, agent: dict[str, Any], vuser: dict[str, Any]) -> RunPricing:
+def run_pricing(prices: dict[str, ModelPrice] | None, agent: dict[str, object], vuser: dict[str, object]) -> RunPricing:
     """The pricing of a run from its config's ``prices`` and the agent's and virtual user's
     ``describe()``: a replay agent prices the recorded agent's tokens with that agent's model."""
     recorded = agent.get("recorded")

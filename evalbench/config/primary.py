@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 CATEGORIES = ("Query", "Management")
 PHASES = ("main", "follow_up")
@@ -18,7 +17,7 @@ DEFAULT_PRIMARY: dict[str, tuple[str, ...]] = {"Query": ("exec_match",), "Manage
 _KEY = re.compile(r"^(Query|Management)(?:[/.](main|follow_up))?$")
 
 
-def parse_primary(value: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+def parse_primary(value: Mapping[str, object] | None) -> dict[str, tuple[str, ...]]:
     """``primary:`` as ``{"Query": (...), "Management/follow_up": (...)}``, defaults filled in;
     raises ValueError naming the bad key."""
     mapping = dict(DEFAULT_PRIMARY)

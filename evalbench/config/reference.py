@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 BEGIN = "<!-- BEGIN GENERATED: python -m evalbench.config.reference -->"
@@ -44,7 +44,7 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
     ]
 
 
-def _type_name(annotation: Any) -> str:
+def _type_name(annotation: object) -> str:
     import types
     from typing import Annotated, Literal, Union, get_args, get_origin
 
@@ -67,11 +67,11 @@ def _type_name(annotation: Any) -> str:
     return {"Path": "path", "SecretStr": "secret string"}.get(name, name)
 
 
-def _default(field: Any) -> str:
+def _default(field: FieldInfo) -> str:
     if field.default is not PydanticUndefined:
         value = field.default
     elif field.default_factory is not None:
-        value = field.default_factory()
+        value = field.get_default(call_default_factory=True, validated_data={})
     else:
         return "**required**"
     if isinstance(value, BaseModel):

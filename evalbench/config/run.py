@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -82,7 +82,7 @@ class ReportingConfig(StrictModel):
     csv: CsvReportingConfig = CsvReportingConfig()
     truncate_execution_outputs: int | None = Field(
         None, ge=0, description="EvalBench key: rows of each result kept in the outputs (sets execution.preview_rows unless given)")
-    bigquery: dict[str, Any] | None = Field(None, description="EvalBench key (results to BigQuery); not applied")
+    bigquery: dict[str, object] | None = Field(None, description="EvalBench key (results to BigQuery); not applied")
 
     NOT_APPLIED: ClassVar[dict[str, str]] = {
         "bigquery": "results are not written to BigQuery; load the run directory's CSV files (docs/evalbench_csv.md)",
@@ -99,7 +99,7 @@ _DATASET_FORMATS = {
 }
 
 
-def _normalise_dataset_format(value: Any) -> Any:
+def _normalise_dataset_format(value: object) -> object:
     if isinstance(value, str) and value in _DATASET_FORMATS:
         return _DATASET_FORMATS[value]
     return value
@@ -123,7 +123,7 @@ class SubsetConfig(StrictModel):
                           "sample and limit; `evalbench merge` joins the shards' run directories")
 
 
-def _default_scorers() -> dict[str, dict[str, Any] | None]:
+def _default_scorers() -> dict[str, dict[str, object] | None]:
     return {"exec_match": {}, "executable": {}, "turn_count": {}}
 
 
@@ -159,7 +159,7 @@ class RunConfig(StrictModel):
     knowledge_directory: ExistingPath | None = Field(
         None, description="folder of <database>_kb.jsonl files (default: knowledge/ beside the dataset, if present)"
     )
-    scorers: dict[str, dict[str, Any] | None] = Field(
+    scorers: dict[str, dict[str, object] | None] = Field(
         default_factory=_default_scorers,
         description="scorer name -> options (see docs/scoring.md)",
     )
@@ -199,7 +199,7 @@ class RunConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _evalbench_keys(cls, data: Any) -> Any:
+    def _evalbench_keys(cls, data: object) -> object:
         """EvalBench run-config keys that are not fields (evalbench/config/compat.py)."""
         if not isinstance(data, dict):
             return data
@@ -250,7 +250,7 @@ class RunConfig(StrictModel):
 
     @field_validator("scorers")
     @classmethod
-    def _known_scorers(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    def _known_scorers(cls, value: dict[str, dict[str, object] | None], info: ValidationInfo) -> dict[str, dict[str, object] | None]:
         for name, options in value.items():
             problem = scorer_problem(name, options)  # unknown, or a plugin that does not load
             if problem is not None:
@@ -265,7 +265,7 @@ class RunConfig(StrictModel):
 
     @field_validator("primary")
     @classmethod
-    def _known_primary(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _known_primary(cls, value: dict[str, object] | None) -> dict[str, object] | None:
         for key, names in parse_primary(value).items():
             for name in names:
                 if name not in SCORERS:
@@ -294,9 +294,9 @@ class RunConfig(StrictModel):
         """The configured database, or the embedded default for a database with no config."""
         return database_for(self.database_configs, dialect, database)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """A JSON-able copy for the manifest, with every secret redacted."""
-        data = redact(json.loads(self.model_dump_json(by_alias=True)))
+        data: dict[str, object] = redact(json.loads(self.model_dump_json(by_alias=True)))
         data["evalbench_compat"] = {"not_applied": self.compat_notes(), "paths": self.resolved_paths,
                                     "follow_up": self.follow_up_enabled}
         return data

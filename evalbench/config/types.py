@@ -6,7 +6,7 @@ import logging
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
@@ -63,7 +63,7 @@ class GenaiClientOptions(StrictModel):
     base_url: str | None = Field(None, description="override of the API endpoint (a proxy, or a local fake in tests)")
 ExistingPath = Annotated[Path, AfterValidator(_existing_path)]
 
-def resolve_files(options: Any, base: Path) -> Any:
+def resolve_files(options: dict[str, object] | None, base: Path) -> dict[str, object] | None:
     """Scorer options naming a file (``*_file``, EvalBench's ``model_config``): relative paths
     resolved beside the config file, else in the working directory."""
     if not isinstance(options, dict):

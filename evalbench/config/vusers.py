@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -69,7 +69,7 @@ else:
     VUserConfig = discriminated("vuser", [RulesVUserConfig, LlmVUserConfig, ReplayVUserConfig], PluginVUserConfig)
 
 
-def vuser_shorthand(value: Any) -> Any:
+def vuser_shorthand(value: object) -> object:
     """`vuser_model_config: rules` is shorthand for `{vuser: rules}`; an EvalBench model config
     (`generator: ...`) is the llm virtual user."""
     if isinstance(value, str) and not value.endswith((".yaml", ".yml")):

@@ -14,18 +14,19 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol, cast
 
 import yaml
 from yaml.composer import Composer, ComposerError
 from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.error import Mark
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
 from evalbench.core.errors import ConfigError
 from evalbench.core.redaction import is_secret_key, remember_secret, remember_secrets
 
-KeyPath = tuple[Any, ...]
+KeyPath = tuple[str | int, ...]  # keys and list indexes
 
 MAX_YAML_BYTES = 10 * 1024 * 1024  # a config file larger than this is refused
 MAX_YAML_VALUES = 100_000  # values (keys, scalars, lists, mappings) in a document, aliases (*name) counted expanded
@@ -40,7 +41,7 @@ class YamlDocument:
     """A parsed YAML mapping plus where each key path starts in the file."""
 
     path: Path
-    data: dict[str, Any]
+    data: dict[str, object]
     lines: dict[KeyPath, int] = field(default_factory=dict)
     env_keys: set[KeyPath] = field(default_factory=set)  # values that came from the environment
 
@@ -93,7 +94,7 @@ def load_yaml(path: Path) -> YamlDocument:
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping of keys at the top level, got {type(data).__name__}", file=str(path), line=1)
     doc = YamlDocument(path=path, data=data, lines=lines)
-    doc.data = _substitute_env(doc, data, ())
+    doc.data = {key: _substitute_env(doc, value, (key,)) for key, value in data.items()}
     remember_secrets(doc.data)  # before validation: no error message or log line shows them
     return doc
 
@@ -147,23 +148,35 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
     _CParser = None  # type: ignore[assignment,misc]
 
 
+class _EventSource(Protocol):
+    """What the composer reads: libyaml's CParser or PyYAML's SafeLoader."""
+
+    def check_event(self, *choices: type[yaml.Event]) -> bool: ...
+
+    def peek_event(self) -> yaml.Event | None: ...
+
+    def get_event(self) -> yaml.Event | None: ...
+
+    def dispose(self) -> None: ...
+
+
 class _Events:
     """The YAML events of a text: from libyaml when available, else from PyYAML's pure-Python
     reader, scanner and parser."""
 
     def __init__(self, stream: str) -> None:
         if _CParser is not None:
-            self._parser: Any = _CParser(stream)
+            self._parser: _EventSource = _CParser(stream)
         else:  # pragma: no cover
             self._parser = yaml.SafeLoader(stream)
 
-    def check_event(self, *choices: Any) -> bool:
+    def check_event(self, *choices: type[yaml.Event]) -> bool:
         return self._parser.check_event(*choices)
 
-    def peek_event(self) -> Any:
+    def peek_event(self) -> yaml.Event | None:
         return self._parser.peek_event()
 
-    def get_event(self) -> Any:
+    def get_event(self) -> yaml.Event | None:
         return self._parser.get_event()
 
     def dispose(self) -> None:
@@ -186,10 +199,10 @@ class _Loader(_Events, Composer, SafeConstructor, Resolver):
         self._open: dict[str | None, int] = {}  # anchors whose node is being composed
         self._sizes: dict[str | None, int] = {}  # anchor -> values in its node, aliases expanded
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         event = self.peek_event()
         # PyYAML's Mark or libyaml's (the stubs' errors take only the first; both work)
-        start_mark: Any = event.start_mark
+        start_mark = cast(Mark, getattr(event, "start_mark", None))
         if isinstance(event, yaml.AliasEvent):
             if self._open.get(event.anchor):
                 raise ComposerError(None, None, f"alias *{event.anchor} refers to the node that contains it "
@@ -219,7 +232,7 @@ class _Loader(_Events, Composer, SafeConstructor, Resolver):
             self._sizes[anchor] = self._expanded - start
         return node
 
-    def construct_object(self, node: Any, deep: bool = False) -> Any:
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> object:
         try:
             return super().construct_object(node, deep=deep)
         except (ValueError, TypeError, OverflowError) as exc:
@@ -276,7 +289,7 @@ def _check_and_collect_lines(path: Path, node: yaml.Node, prefix: KeyPath, lines
             _check_and_collect_lines(path, child, key_path, lines)
 
 
-def _substitute_env(doc: YamlDocument, value: Any, key_path: KeyPath) -> Any:
+def _substitute_env(doc: YamlDocument, value: object, key_path: KeyPath) -> object:
     if isinstance(value, dict):
         return {k: _substitute_env(doc, v, (*key_path, k)) for k, v in value.items()}
     if isinstance(value, list):

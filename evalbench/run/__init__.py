@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Unpack
+
     from evalbench.config import RunConfig
-    from evalbench.run.orchestrator import RunResult
+    from evalbench.run.orchestrator import RunOptions, RunResult
 
 
-def run(config: RunConfig, **kwargs: Any) -> RunResult:
+def run(config: RunConfig, **kwargs: Unpack[RunOptions]) -> RunResult:
     """Run an evaluation described by ``config`` (see :func:`evalbench.config.load_run_config`);
     ``kwargs`` are those of :func:`evalbench.run.orchestrator.run`."""
     from evalbench.run.orchestrator import run as _run
@@ -28,7 +30,7 @@ def run(config: RunConfig, **kwargs: Any) -> RunResult:
 
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, config: RunConfig, **kwargs: Any) -> RunResult:
+    def __call__(self, config: RunConfig, **kwargs: Unpack[RunOptions]) -> RunResult:
         return run(config, **kwargs)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from evalbench.core import deadline
 from evalbench.core.conversation import Conversation, Outcome, ReplyKind
@@ -50,7 +49,7 @@ class AgentBreaker:
     """Counts the conversations in a row that could not reach the agent; ``stop`` is called once,
     when ``after`` of them are reached (``after`` 0: never)."""
 
-    def __init__(self, endpoint: str | None, stop: Callable[[], Any], after: int = DEFAULT_AFTER) -> None:
+    def __init__(self, endpoint: str | None, stop: Callable[[], object], after: int = DEFAULT_AFTER) -> None:
         self.endpoint = endpoint or "its configured address"
         self.after = after
         self._stop = stop

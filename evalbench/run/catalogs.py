@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
+from evalbench.backends.base import Sandbox
 from evalbench.backends.tables import TableInfo, read_tables
 from evalbench.core.errors import EvalbenchError
 from evalbench.core.execution_result import ExecutionResult
@@ -39,14 +39,14 @@ class QueryCatalog:
     """Read-only queries per (dialect, database) through its sandbox, once it is provisioned."""
 
     def __init__(self) -> None:
-        self._sandboxes: dict[tuple[str, str], Any] = {}
+        self._sandboxes: dict[tuple[str, str], Sandbox] = {}
         self._tables: dict[tuple[str, str], list[TableInfo]] = {}
         self._lock = threading.Lock()
 
-    def register(self, dialect: str, database: str, sandbox: Any) -> None:
+    def register(self, dialect: str, database: str, sandbox: Sandbox) -> None:
         self._sandboxes[(dialect, database)] = sandbox
 
-    def __call__(self, dialect: str, database: str, sql: str) -> list[tuple[Any, ...]] | None:
+    def __call__(self, dialect: str, database: str, sql: str) -> list[tuple[object, ...]] | None:
         """The rows of ``sql``; None when it failed, was cut at the row cap or the database is unknown."""
         result = self.execute(dialect, database, sql)
         return None if result is None or result.error is not None or result.truncated else result.rows

@@ -5,7 +5,6 @@ start here, so none of them knows which engine is behind a database."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from evalbench.backends import backend_name, get_backend
 from evalbench.backends.base import Backend, Provisioned, Sandbox
@@ -57,7 +56,7 @@ def database(spec: DatabasesSpec, dialect: str, name: str) -> Database:
     return Database(part, backend)
 
 
-def provision_entry(provisioned: Provisioned) -> dict[str, Any]:
+def provision_entry(provisioned: Provisioned) -> dict[str, object]:
     """What the manifest and summary record of one provisioned database."""
     return {"action": provisioned.action, "checksum": provisioned.checksum, "sandbox_user": provisioned.sandbox_user,
             "tables_loaded": provisioned.tables_loaded, "rows_loaded": provisioned.rows_loaded,

@@ -12,11 +12,11 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO, TypedDict
 
 import evalbench.run.databases as databases
 from evalbench.backends.base import Sandbox
@@ -46,11 +46,33 @@ log = logging.getLogger(__name__)
 SIMULATOR_KEYS = ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")
 
 
+class RunOptions(TypedDict, total=False):
+    """The keywords of :func:`run` besides the plan (those of ``evalbench.run(config, **options)``)."""
+
+    items: Items | None
+    parts: RunParts | None
+    strict: bool
+    progress: bool
+    out: TextIO | None
+    resume: Path | None
+    retry_errors: bool
+    agent_down_after: int
+    reports: bool
+
+
+class _Bar(Protocol):
+    """A progress bar (tqdm's)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class RunResult:
     run_id: str
     run_dir: Path
-    summary: dict[str, Any]
+    summary: dict[str, object]
     record_errors: list[RecordError] = field(default_factory=list)
     cancelled: bool = False
 
@@ -71,7 +93,7 @@ class Journal:
 
     writer: RunWriter
     reports: ReportSet | None  # None: a shard of --workers, whose parent builds the reports
-    done: set[tuple[Any, str, int]]
+    done: set[tuple[str, str, int]]
 
     def close(self) -> None:
         self.writer.close()
@@ -115,7 +137,7 @@ class Session:
 def _run(plan: RunPlan, items: Items, parts: RunParts, how: Session) -> RunResult:
     deadline.reset_cancel()
     started = time.monotonic()
-    session: dict[str, Any] = {"started_at": dt.datetime.now(dt.timezone.utc).isoformat()}
+    session: dict[str, object] = {"started_at": dt.datetime.now(dt.timezone.utc).isoformat()}
     items.check(how.strict)
     parts.build()
     place = choose_run_directory(plan, items, how.resume, how.retry_errors)
@@ -156,7 +178,7 @@ def new_run_directory(output: OutputSpec, identity: Identity, how: str = "") -> 
     return run_dir
 
 
-def start_manifest(plan: RunPlan, items: Items, parts: RunParts, place: RunPlace, session: dict[str, Any],
+def start_manifest(plan: RunPlan, items: Items, parts: RunParts, place: RunPlace, session: dict[str, object],
                    retry_errors: bool) -> dict[str, Any]:
     """The manifest of this session (see :mod:`evalbench.run.manifest`)."""
     scoring = parts.scoring
@@ -203,7 +225,7 @@ def open_journal(plan: RunPlan, place: RunPlace, manifest: dict[str, Any], parts
 
 
 def evaluate(plan: RunPlan, items: Items, parts: RunParts, journal: Journal, place: RunPlace, progress: bool,
-             agent_down_after: int) -> tuple[bool, dict[str, dict[str, Any]]]:
+             agent_down_after: int) -> tuple[bool, dict[str, dict[str, object]]]:
     """Every group's conversations through the stage pools, groups in parallel; returns whether
     the run was cancelled (Ctrl-C) and what provisioning did per database. A failure, the
     circuit breaker or a scheduler error close the journal and raise."""
@@ -254,12 +276,12 @@ class GroupEvaluator:
     unprivileged (SandboxError) stops the run."""
 
     def __init__(self, plan: RunPlan, items: Items, parts: RunParts, scheduler: Scheduler,
-                 done: set[tuple[Any, str, int]], on_complete: Callable[[Conversation], None]) -> None:
+                 done: set[tuple[str, str, int]], on_complete: Callable[[Conversation], None]) -> None:
         self.databases, self.conversation = plan.databases, plan.conversation
         self.items, self.parts, self.scheduler = items, parts, scheduler
         self.done, self.on_complete = done, on_complete
         self.sandboxes: list[Sandbox] = []
-        self.reports: dict[str, dict[str, Any]] = {}
+        self.reports: dict[str, dict[str, object]] = {}
 
     def __call__(self, group: Group) -> None:
         dialect, database = group
@@ -318,7 +340,7 @@ def _run_groups(groups: GroupEvaluator, scheduler: Scheduler, parallel: int) -> 
 
 
 def finish(items: Items, parts: RunParts, place: RunPlace, manifest: dict[str, Any], journal: Journal,
-           reports: dict[str, dict[str, Any]], cancelled: bool) -> dict[str, Any]:
+           reports: dict[str, dict[str, object]], cancelled: bool) -> dict[str, object]:
     """The summary and every report from the journal, and the manifest's last word."""
     writer, scan = journal.writer, items.scan
     total_elapsed = sum(s.get("elapsed_s") or 0.0 for s in manifest["sessions"])
@@ -347,7 +369,7 @@ def finish(items: Items, parts: RunParts, place: RunPlace, manifest: dict[str, A
     return summary
 
 
-def _cancel_in_flight(scheduler: Scheduler, sandboxes: list[Any]) -> None:
+def _cancel_in_flight(scheduler: Scheduler, sandboxes: list[Sandbox]) -> None:
     """Stop every conversation in flight — its HTTP reads, SQL and test cases end within about a
     second — and wait for each to be journaled as cancelled. A second Ctrl-C does not cut this
     short: what was admitted is journaled, so ``--resume`` knows what to run again."""
@@ -365,7 +387,7 @@ def _cancel_in_flight(scheduler: Scheduler, sandboxes: list[Any]) -> None:
 
 
 def _record_unrunnable(spec: ConversationSpec, dataset: Dataset, group: Group, error: str, work: StageWork,
-                       on_complete: Callable[[Conversation], None], done: set[tuple[Any, str, int]]) -> None:
+                       on_complete: Callable[[Conversation], None], done: set[tuple[str, str, int]]) -> None:
     """A group whose database cannot be set up: every item is still recorded (as db_error)."""
     for conv in _conversations(spec, dataset, group, done):
         stage = fail(conv, Outcome.DB_ERROR, f"database setup failed: {error}")
@@ -375,7 +397,7 @@ def _record_unrunnable(spec: ConversationSpec, dataset: Dataset, group: Group, e
 
 
 def _conversations(spec: ConversationSpec, dataset: Dataset, group: Group,
-                   done: set[tuple[Any, str, int]]) -> Iterator[Conversation]:
+                   done: set[tuple[str, str, int]]) -> Iterator[Conversation]:
     """The conversations of ``group`` still to run, trial by trial (all items' first trial, then
     the second...: a run cut short holds whole trials), each trial in its own agent session."""
     for trial in range(1, spec.trials + 1):
@@ -385,12 +407,12 @@ def _conversations(spec: ConversationSpec, dataset: Dataset, group: Group,
             yield planned_conversation(item, spec, trial)
 
 
-def _items_header(total: int, subset: dict[str, Any] | None, trials: int) -> str:
+def _items_header(total: int, subset: Mapping[str, object] | None, trials: int) -> str:
     text = f"{total} items" + (f" (a subset of {subset['of']})" if subset else "")
     return text + (f" x {trials} trials" if trials > 1 else "")
 
 
-def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int], trials: int = 1) -> dict[Group, Any]:
+def _progress_bars(groups: Mapping[Group, int], enabled: bool, done: dict[Group, int], trials: int = 1) -> dict[Group, _Bar]:
     from evalbench.core.terminal import progress_bar
 
     return {
@@ -400,8 +422,8 @@ def _progress_bars(groups: Any, enabled: bool, done: dict[Group, int], trials: i
     }
 
 
-def _done_per_group(dataset: Dataset, groups: Any, done: set[tuple[Any, str, int]]) -> dict[Group, int]:
-    per_item: dict[tuple[Any, str], int] = {}
+def _done_per_group(dataset: Dataset, groups: Iterable[Group], done: set[tuple[str, str, int]]) -> dict[Group, int]:
+    per_item: dict[tuple[str, str], int] = {}
     for dialect, item_id, _ in done:
         per_item[(dialect, item_id)] = per_item.get((dialect, item_id), 0) + 1
     return {group: sum(per_item.get((item.dialect, item.id), 0) for item in dataset.items(group)) for group in groups}

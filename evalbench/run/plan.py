@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalbench.backends.base import SandboxLimits
 from evalbench.backends.setup import SetupFiles, find_setup
@@ -67,8 +67,8 @@ class ItemsSpec:
 class ScoringSpec:
     """How answers are judged: the scorers with their options, the primary verdict."""
 
-    scorers: Mapping[str, Mapping[str, Any] | None]
-    primary: Mapping[str, Any] | None
+    scorers: Mapping[str, Mapping[str, object] | None]
+    primary: Mapping[str, object] | None
     accept_nl_answers: bool
     follow_up: bool  # the follow-up phase is asked (its goldens are checked too)
 
@@ -175,9 +175,9 @@ class Identity:
     def where(self) -> str | None:
         return str(self.source) if self.source else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """A fresh copy of the redacted config (the manifest's, which resume may then edit)."""
-        value: dict[str, Any] = json.loads(self.snapshot_json)
+        value: dict[str, object] = json.loads(self.snapshot_json)
         return value
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalbench.backends.base import Sandbox
 from evalbench.core.conversation import follow_up_phase, main_phase
@@ -31,7 +31,7 @@ from evalbench.scoring.validity import Finding, GoldenCheck
 SEVERITY = {"error": 0, "warning": 1, "info": 2}  # the order findings are listed in
 
 
-def natural_key(text: str) -> list[Any]:
+def natural_key(text: str) -> list[int | str]:
     """Sort key of an item id in natural order: ``item_2`` before ``item_10``. re.split with a
     group alternates text and digits, so two keys compare str with str and int with int."""
     return [int(part) if index % 2 else part.lower() for index, part in enumerate(re.split(r"(\d+)", text))]
@@ -82,7 +82,7 @@ class ValidationReport:
         pairs = [(report, finding) for report in self.reports for finding in report.findings]
         return sorted(pairs, key=lambda pair: (SEVERITY.get(pair[1].level, len(SEVERITY)), natural_key(pair[0].item_id)))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         ordered = self.sorted_findings()
         by_item: dict[str, list[dict[str, str]]] = {}
         for report, finding in sorted(ordered, key=lambda pair: natural_key(pair[0].item_id)):  # stable: severity kept
@@ -203,7 +203,7 @@ def _close_finished(groups: list[_Group], start: int, end: int) -> int:
     """Wait for the items of ``groups[start:end]``, close their sandboxes, and return ``end``. The
     main thread waits in short steps so that Ctrl-C reaches it at once."""
     for sandbox, futures in groups[start:end]:
-        pending: Any = futures
+        pending: Iterable[Future[ItemReport]] = futures
         while pending:
             pending = wait(pending, timeout=0.2).not_done
         if sandbox is not None:

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Protocol, TextIO
 
 from evalbench.core.errors import ConfigError
 from evalbench.results.journal.files import JOURNAL, open_append
@@ -51,7 +51,7 @@ def worker_argv(argv: list[str], shard: str, shard_dir: Path, resume: bool) -> l
 
 
 def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool, progress: bool = True,
-                lock: RunLock | None = None) -> tuple[int, dict[str, Any] | None]:
+                lock: RunLock | None = None) -> tuple[int, dict[str, object] | None]:
     """Run the shards as ``workers`` processes and merge them into ``run_dir``: (0, the merged
     run's summary), or the exit code of the worst worker when one failed (its log named) and None.
     Each worker ends with this process (:mod:`evalbench.run.parallel.lifeline`) and holds ``lock`` (the run
@@ -89,6 +89,14 @@ def run_workers(argv: list[str], run_dir: Path, workers: int, *, resume: bool, p
     return 0, merge_shards(run_dir, shard_dirs, replace=True)
 
 
+class _Bar(Protocol):
+    """A progress bar (tqdm's)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
 class LiveMerge:
     """The shards' journals followed while the workers run: each new record goes to the merged
     run directory and to one progress bar for the whole run."""
@@ -97,14 +105,14 @@ class LiveMerge:
         self.run_dir, self.shard_dirs, self.progress = run_dir, shard_dirs, progress
         self.tails = [JournalTail(d / JOURNAL) for d in shard_dirs]
         self.merged: MergedRun | None = None
-        self.bar: Any = None
+        self.bar: _Bar | None = None
 
     def poll(self) -> bool:
         """Take in what the shards journaled since the last poll; False while some shard has not
         yet written its manifest (it writes it before its first conversation)."""
         if self.merged is None and not self._start():
             return False
-        assert self.merged is not None
+        assert self.merged is not None and self.bar is not None
         for tail, shard in zip(self.tails, self.shard_dirs, strict=True):
             for line in tail.read():
                 record = decode_record(line)
@@ -128,7 +136,7 @@ class LiveMerge:
                                 dynamic_ncols=True)
         return True
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         """Every worker ended well: the merged run's summary (its reports written)."""
         assert self.merged is not None
         summary = self.merged.finish([read_manifest(d) for d in self.shard_dirs])

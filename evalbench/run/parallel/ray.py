@@ -17,7 +17,7 @@ import sys
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from evalbench.core.errors import ConfigError, EvalbenchError
 from evalbench.core.redaction import redact_text
@@ -33,7 +33,7 @@ RETRIES = 3  # attempts after a lost worker or node; a shard that exits with an 
 
 
 def run_ray(argv: list[str], run_dir: Path, *, shards: int | None, address: str | None, resume: bool,
-            retry_errors: bool = False, max_shards: int | None = None) -> tuple[int, dict[str, Any] | None]:
+            retry_errors: bool = False, max_shards: int | None = None) -> tuple[int, dict[str, object] | None]:
     """Run the shards as Ray tasks and merge them into ``run_dir``: (0, the merged run's summary),
     or the worst failed shard's exit code (3 for a task Ray lost for good) and None, each failed
     shard and its log named. ``shards`` None: as many as the cluster has CPUs, at most
@@ -64,7 +64,7 @@ def run_ray(argv: list[str], run_dir: Path, *, shards: int | None, address: str 
             ray.shutdown()
 
 
-def _import_ray() -> Any:
+def _import_ray() -> ModuleType:
     try:
         import ray
     except ImportError:
@@ -72,7 +72,7 @@ def _import_ray() -> Any:
     return ray
 
 
-def _connect(ray: Any, address: str | None) -> bool:
+def _connect(ray: ModuleType, address: str | None) -> bool:
     """Connect to the cluster at ``address`` (None: start a local Ray, unless ``RAY_ADDRESS`` names
     one); False when this process was connected already (a library caller's ``ray.init``)."""
     if ray.is_initialized():
@@ -124,7 +124,7 @@ def _complete(run_dir: Path, run_again: frozenset[str]) -> bool:
     return bool(completeness(summary, read_manifest(run_dir))["complete"]) and not any(outcomes[o] for o in run_again)
 
 
-def _collect(ray: Any, tasks: list[ShardTask], shards_dir: Path) -> dict[str, tuple[int, str]]:
+def _collect(ray: ModuleType, tasks: list[ShardTask], shards_dir: Path) -> dict[str, tuple[int, str]]:
     """Submit ``tasks`` and store each shard as it comes back; the failed ones (exit code, why).
     Ctrl-C (or SIGTERM) cancels the tasks: what they did comes back, then KeyboardInterrupt."""
     remote = ray.remote(num_cpus=1, max_retries=RETRIES)(run_shard)
@@ -151,7 +151,7 @@ def _collect(ray: Any, tasks: list[ShardTask], shards_dir: Path) -> dict[str, tu
     return failed
 
 
-def _store(ray: Any, ref: Any, name: str, shards_dir: Path) -> tuple[int, str] | None:
+def _store(ray: ModuleType, ref: object, name: str, shards_dir: Path) -> tuple[int, str] | None:
     """Unpack a task's shard into ``shards_dir/name`` and append its log; None when the shard
     ran to the end (exit 0), else (exit code, why)."""
     log = shards_dir / f"{name}.log"
