@@ -26,10 +26,10 @@ from typing import Any
 import httpx
 
 from evalbench.agents import AgentContext, tool_args
-from evalbench.agents.chat import CallFailed, transport_failure
-from evalbench.agents.config import AdkAgentConfig, ReplyConvention
+from evalbench.clients.calls import CallFailed, transport_failure
 from evalbench.clients.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.clients.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
+from evalbench.config.agents import AdkAgentConfig, ReplyConvention
 from evalbench.core import deadline
 from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall, token_count
 from evalbench.core.redaction import redact_url

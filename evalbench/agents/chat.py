@@ -55,9 +55,14 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.agents import AgentContext, tool_args
-from evalbench.agents.config import ChatAgentOptions, default_prompt
 from evalbench.agents.tools import RUN_SQL_NOTE, Toolbox, ToolKit, clip, tool_specs
+from evalbench.clients.calls import BODY_KEPT as BODY_KEPT  # their old home, kept for a release
+from evalbench.clients.calls import RAW_MAX_CHARS as RAW_MAX_CHARS
+from evalbench.clients.calls import CallFailed
+from evalbench.clients.calls import transport_failure as transport_failure
+from evalbench.clients.calls import truncate as truncate
 from evalbench.clients.limits import CallLimiter, backoff_delay
+from evalbench.config.agents import ChatAgentOptions, default_prompt
 from evalbench.core import deadline
 from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, TokenUsage, ToolCall
 from evalbench.core.errors import ConfigError
@@ -69,9 +74,7 @@ log = logging.getLogger(__name__)
 SYSTEM_PROMPT = "agent_system.txt"
 RUN_SQL = "run_sql"
 ASK_USER = "ask_user"
-RAW_MAX_CHARS = 20_000  # characters of a raw model response kept on the turn
 REPAIRS = 2  # model calls after replies of unusable tool calls, in a turn without discovery tools
-BODY_KEPT = 2_000  # characters of an error body kept in the error message
 
 # Tool definitions, in a neutral form each backend converts (JSON Schema parameters).
 TOOLS: list[dict[str, Any]] = [
@@ -217,36 +220,6 @@ def classify(text: str, calls: list[ToolCall]) -> AgentReply:
 # --------------------------------------------------------------------------- model calls
 
 
-class CallFailed(Exception):
-    """A model call failed. ``kind`` becomes the reply's error_kind; ``retryable`` says whether
-    it may be sent again (429, 503, connection errors). ``calls``: the tool calls the turn had
-    made before it failed (they are recorded on the error reply)."""
-
-    def __init__(self, message: str, kind: str, retryable: bool = False, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.kind, self.retryable, self.retry_after = kind, retryable, retry_after
-        self.calls: list[ToolCall] = []
-
-
-def transport_failure(exc: BaseException, base_url: str, timeout_s: float) -> CallFailed | None:
-    """An httpx (or httpx2) exception as a :class:`CallFailed`, or None if it is none of theirs.
-    Only a failure to connect is retried (nothing was sent); once the request may have reached
-    the server — a read timeout, a connection dropped mid-request or mid-reply — it is not sent
-    again. After the conversation deadline everything is a ``timeout``."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if not type(exc).__module__.startswith("httpx") or "TransportError" not in names:
-        return None
-    if deadline.passed():
-        return CallFailed("no complete answer before the conversation deadline", "timeout")
-    if "ConnectTimeout" in names:
-        return CallFailed(f"connect timeout ({base_url})", "connection", retryable=True)
-    if "ConnectError" in names:
-        return CallFailed(f"cannot connect to {base_url}: {exc}", "connection", retryable=True)
-    if "TimeoutException" in names:
-        return CallFailed(f"no complete answer within {timeout_s} s", "timeout")
-    return CallFailed(f"connection lost during the request ({base_url}): {type(exc).__name__}: {exc}", "connection")
-
-
 @dataclass
 class ModelTurn:
     """One successful model call, read into neutral form."""
@@ -265,12 +238,6 @@ class ToolResult:
 
     call: ToolCall
     response: dict[str, Any]
-
-
-def truncate(text: str | None, limit: int = RAW_MAX_CHARS) -> str | None:
-    if text is None:
-        return None
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
 
 
 def offered_tools(toolkit: ToolKit | None) -> list[dict[str, Any]]:

@@ -21,15 +21,10 @@ from typing import Any
 from google.genai import types
 
 from evalbench.agents import AgentContext, tool_args
-from evalbench.agents.chat import (
-    BODY_KEPT,
-    ChatAgent,
-    ModelTurn,
-    ToolResult,
-    truncate,
-)
-from evalbench.agents.config import GeminiAgentConfig
+from evalbench.agents.chat import ChatAgent, ModelTurn, ToolResult
+from evalbench.clients.calls import BODY_KEPT, truncate
 from evalbench.clients.genai import first_candidate, generate, make_genai_client, response_json, usage_of
+from evalbench.config.agents import GeminiAgentConfig
 from evalbench.core.conversation import TokenUsage, ToolCall
 from evalbench.core.redaction import redact_url
 

@@ -19,18 +19,11 @@ from typing import Any
 import httpx
 
 from evalbench.agents import AgentContext, tool_args
-from evalbench.agents.chat import (
-    BODY_KEPT,
-    CallFailed,
-    ChatAgent,
-    ModelTurn,
-    ToolResult,
-    transport_failure,
-    truncate,
-)
-from evalbench.agents.config import OpenAICompatAgentConfig
+from evalbench.agents.chat import ChatAgent, ModelTurn, ToolResult
+from evalbench.clients.calls import BODY_KEPT, CallFailed, transport_failure, truncate
 from evalbench.clients.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.clients.limits import RETRY_STATUSES, parse_retry_after
+from evalbench.config.agents import OpenAICompatAgentConfig
 from evalbench.core.conversation import TokenUsage, ToolCall
 from evalbench.core.errors import ConfigError
 from evalbench.core.redaction import redact_url, remember_secret

@@ -24,61 +24,14 @@ from typing import Any
 
 from evalbench.agents import AgentContext
 from evalbench.core.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
-from evalbench.results.journal.lines import conversation_key, decode_record
-from evalbench.results.journal.safe_read import MAX_LINE_BYTES, journal_lines, open_run_file
-from evalbench.results.journal.shapes import read_manifest
+from evalbench.results.journal.lines import conversation_key
+from evalbench.results.journal.recording import JOURNAL as JOURNAL  # their old home, kept for a release
+from evalbench.results.journal.recording import Recording
+from evalbench.results.journal.recording import recorded_part as recorded_part
 
-JOURNAL = "conversations.jsonl"
 ERROR_OUTCOMES = frozenset({"agent_error", "timeout", "vuser_error", "db_error", "cancelled"})
 _TERMINAL = frozenset({"sql", "answer", "error"})  # reply kinds that end an attempt
 _CLIPPED = re.compile(r"\.\.\.\[\d+ more bytes\]$")  # the journal's cut-text marker (results/journal/record.py)
-
-
-# --------------------------------------------------------------------------- the recorded run
-
-
-class Recording:
-    """A run directory's manifest and an index of its journal (conversation key -> byte offset of
-    its last complete record, as :func:`evalbench.results.read_journal` counts it); records are
-    read when a conversation opens, so memory stays flat whatever the run's size."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.journal = run_dir / JOURNAL
-        self.manifest = read_manifest(run_dir)
-        self.offsets: dict[tuple[Any, ...], int] = {}
-        with open_run_file(run_dir, JOURNAL) as handle:
-            assert handle is not None
-            for here, raw in journal_lines(handle):
-                if raw is None or not raw.endswith(b"\n"):
-                    continue  # too long to read; a last line cut short by a crash
-                record = decode_record(raw)
-                if record is not None:
-                    self.offsets[conversation_key(record)] = here
-
-    @property
-    def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.run_dir.name)
-
-    def record(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
-        offset = self.offsets.get(key)
-        if offset is None:
-            return None
-        with open_run_file(self.run_dir, JOURNAL) as handle:
-            assert handle is not None
-            handle.seek(offset)
-            return decode_record(handle.readline(MAX_LINE_BYTES + 1))  # None: the journal changed since
-
-
-
-def recorded_part(manifest: dict[str, Any], part: str) -> dict[str, Any]:
-    """The manifest's description of the agent (``part="agent"``) or virtual user (``"vuser"``)
-    that produced a run's replies: through replays of replays, the first one."""
-    described = manifest.get(part)
-    if not isinstance(described, dict):
-        return {}
-    recorded = described.get("recorded")
-    return recorded if isinstance(recorded, dict) else described
 
 
 # --------------------------------------------------------------------------- one conversation's script

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalbench.agents import AgentContext, tool_args
-from evalbench.agents.config import ToolLimits
 from evalbench.agents.knowledge_index import KnowledgeIndex, column_documents, knowledge_documents
 from evalbench.backends.tables import TableInfo, quote_table
+from evalbench.config.agents import ToolLimits
 from evalbench.core.conversation import MAX_SQL_BYTES, ToolCall
 from evalbench.core.execution_result import ExecutionResult
 from evalbench.dataset import Item

@@ -13,15 +13,17 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evalbench.clients.calls import BODY_KEPT, CallFailed, transport_failure, truncate
+from evalbench.clients.http import deadline_transport
+from evalbench.clients.limits import RETRY_STATUSES, parse_retry_after
 from evalbench.core import deadline
+from evalbench.core.conversation import TokenUsage, token_count
 from evalbench.core.errors import ConfigError
 from evalbench.core.redaction import remember_secret
 
 if TYPE_CHECKING:
     from google.genai import errors as genai_errors
 
-    from evalbench.agents.chat import CallFailed
-    from evalbench.core.conversation import TokenUsage
     from evalbench.core.usage import CallUsage
 
 # a RetryInfo delay, e.g. "12s" or "0.5s"
@@ -41,8 +43,6 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
     import certifi
     from google import genai
     from google.genai import types
-
-    from evalbench.clients.http import deadline_transport
 
     http_options = types.HttpOptions(
         base_url=config.base_url,
@@ -85,10 +85,8 @@ def response_json(response: Any, exclude: frozenset[str] = frozenset({"sdk_http_
 
 
 def first_candidate(response: Any, *, raw: str = "") -> Any:
-    """The response's first candidate; :class:`~evalbench.agents.chat.CallFailed` when the prompt
+    """The response's first candidate; :class:`~evalbench.clients.calls.CallFailed` when the prompt
     was blocked or no candidate came back (``raw``: the body, quoted in the message)."""
-    from evalbench.agents.chat import CallFailed
-
     candidates = response.candidates or []
     if not candidates:
         feedback = response.prompt_feedback
@@ -102,8 +100,6 @@ def first_candidate(response: Any, *, raw: str = "") -> Any:
 def response_text(response: Any, *, empty: str = "empty completion") -> str:
     """The text of the first candidate (thoughts left out); :class:`CallFailed` when the prompt
     was blocked, no candidate came back (the body is quoted) or the text is blank (``empty``)."""
-    from evalbench.agents.chat import BODY_KEPT, CallFailed, truncate
-
     if not response.candidates:
         raw = response_json(response)
         first_candidate(response, raw=truncate(raw, BODY_KEPT) or "")
@@ -120,8 +116,6 @@ def response_text(response: Any, *, empty: str = "empty completion") -> str:
 def usage_of(response: Any) -> TokenUsage | None:
     """The token usage a google-genai response reported (``usage_metadata``), thinking tokens
     counted as completion (they are billed as output); None when it reported none."""
-    from evalbench.core.conversation import TokenUsage, token_count
-
     meta = getattr(response, "usage_metadata", None)
     if meta is None:
         return None
@@ -142,14 +136,12 @@ def count_call(usage: CallUsage, response: Any) -> None:
 def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:
     """``client.models.generate_content``, ending within ``timeout_s`` (and by the deadline)
     however slowly the reply comes, with every failure mapped to
-    :class:`~evalbench.agents.chat.CallFailed` (retryable or not).
+    :class:`~evalbench.clients.calls.CallFailed` (retryable or not).
 
     The SDK's own timeout is per read, and with Vertex AI it may not use our transport at all
     (google-auth's requests session, token refreshes): the call runs where it can be abandoned
     at the deadline. With our transport (not Vertex AI) the abandoned call also ends by then."""
     from google.genai import errors as genai_errors
-
-    from evalbench.agents.chat import CallFailed, transport_failure
 
     def call() -> Any:
         return client.models.generate_content(model=model, contents=contents, config=config)
@@ -173,11 +165,8 @@ def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: s
 
 
 def api_failure(exc: genai_errors.APIError) -> CallFailed:
-    """A google-genai API error as :class:`~evalbench.agents.chat.CallFailed`: retryable (with the
+    """A google-genai API error as :class:`~evalbench.clients.calls.CallFailed`: retryable (with the
     server's delay) for the statuses our retries handle (429, 503, ...)."""
-    from evalbench.agents.chat import BODY_KEPT, CallFailed
-    from evalbench.clients.limits import RETRY_STATUSES
-
     code = int(exc.code or 0)
     message = f"HTTP {code} {exc.status or ''}: {exc.message or exc.details}"[:BODY_KEPT]
     if code in RETRY_STATUSES:
@@ -187,8 +176,6 @@ def api_failure(exc: genai_errors.APIError) -> CallFailed:
 
 def _retry_after(exc: genai_errors.APIError) -> float | None:
     """``Retry-After``, else the ``RetryInfo.retryDelay`` of a Google API error body."""
-    from evalbench.clients.limits import parse_retry_after
-
     headers = getattr(exc.response, "headers", None)
     if headers is not None:
         try:

@@ -31,7 +31,7 @@ REJECTED_RUN_KEYS = {
 
 # EvalBench scorer names that are ours under another name (scorers/score.py of EvalBench).
 # (exact_match has EvalBench's meaning, ordered equality of the execution results: see
-# evalbench/scoring/more.py; the normalised SQL text comparison is sql_exact_match.)
+# evalbench/scoring/sql_text.py; the normalised SQL text comparison is sql_exact_match.)
 SCORER_ALIASES = {"executable_sql": "executable"}
 
 # EvalBench `generator:` values we cannot run, with what to use instead.

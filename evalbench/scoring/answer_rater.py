@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalbench.agents.chat import truncate
+from evalbench.clients.calls import truncate
 from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.core.errors import ConfigError
 from evalbench.scoring import Score

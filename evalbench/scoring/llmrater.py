@@ -4,7 +4,7 @@ SQL answers the question, by majority of ``votes`` calls.
 **Rule.** Not applicable to management tasks (``phase.is_query`` false). Failed without calling
 the judge when the phase has no answer (an error or timeout outcome, no SQL, SQL that was not
 run), when the generated SQL failed or its result was truncated at the row cap (the same checks
-as ``set_match``: :func:`evalbench.scoring.more._comparable`), or when the item has no golden
+as ``set_match``: :func:`evalbench.scoring.result_match.comparable`), or when the item has no golden
 SQL. Otherwise the judge is called ``votes`` times (k, odd); vote ``i`` (0-based) uses sampling
 seed ``seed + i`` at temperature 0, so the k calls are not the same request. Each reply must be a
 JSON object ``{"verdict": "correct" | "incorrect", "reason": "<string>"}`` with nothing else
@@ -56,16 +56,17 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from evalbench.agents.chat import CallFailed, truncate
-from evalbench.agents.config import default_prompt
 from evalbench.backends.base import ExecutionResult
+from evalbench.clients.calls import CallFailed, truncate
 from evalbench.clients.limits import CallLimiter, backoff_delay
+from evalbench.config.agents import default_prompt
 from evalbench.config.types import GenaiClientOptions, ResolvedPath
 from evalbench.core import deadline
 from evalbench.core.conversation import Conversation, Phase, PhaseRecord
 from evalbench.core.usage import CallUsage
 from evalbench.scoring import Score
-from evalbench.scoring.more import _comparable, _config_error, compared_result
+from evalbench.scoring.options import config_error
+from evalbench.scoring.result_match import comparable, compared_result
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def parse_options(options: Any) -> LlmRaterOptions:
     if options is None:
         options = {}
     if not isinstance(options, dict):
-        raise _config_error(NAME, f"options must be a mapping (model: ..., votes: ...), got {options!r}")
+        raise config_error(NAME, f"options must be a mapping (model: ..., votes: ...), got {options!r}")
     try:
         return LlmRaterOptions.model_validate(options)
     except ValidationError as exc:
@@ -148,7 +149,7 @@ def parse_options(options: Any) -> LlmRaterOptions:
             message = f"option {option!r} is required"
         else:
             message = f"option {option!r}: {error['msg']}, got {error.get('input')!r}"
-        raise _config_error(NAME, message, option) from None
+        raise config_error(NAME, message, option) from None
 
 
 def load_prompt(path: Path | None, default: str = PROMPT, required: str = REQUIRED_PLACEHOLDER,
@@ -159,9 +160,9 @@ def load_prompt(path: Path | None, default: str = PROMPT, required: str = REQUIR
         data = path.read_bytes()
         text = data.decode("utf-8-sig")  # a BOM is accepted
     except (OSError, UnicodeDecodeError) as exc:
-        raise _config_error(scorer, f"cannot read the prompt {path}: {exc}", "prompt_file") from None
+        raise config_error(scorer, f"cannot read the prompt {path}: {exc}", "prompt_file") from None
     if required not in text:
-        raise _config_error(scorer, f"the prompt {path} lacks the placeholder {required}", "prompt_file")
+        raise config_error(scorer, f"the prompt {path} lacks the placeholder {required}", "prompt_file")
     return path, text, hashlib.sha256(data).hexdigest()
 
 
@@ -345,7 +346,7 @@ class LlmRater:
         self.client.close()
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
-        verdict = _comparable(phase)
+        verdict = comparable(phase)
         if verdict is not None:
             return verdict
         if not any(isinstance(sql, str) and sql.strip() for sql in phase.golden_sql):

@@ -83,11 +83,11 @@ from typing import Any
 
 from google.genai import types
 
-from evalbench.agents.chat import CallFailed, truncate
-from evalbench.agents.config import default_prompt
+from evalbench.clients.calls import CallFailed, truncate
 from evalbench.clients.genai import count_call, generate, make_genai_client, response_text
 from evalbench.clients.limits import CallLimiter, backoff_delay
 from evalbench.config import LlmVUserConfig
+from evalbench.config.agents import default_prompt
 from evalbench.core import deadline
 from evalbench.core.conversation import Conversation, VUserAction, VUserReply
 from evalbench.core.errors import ConfigError

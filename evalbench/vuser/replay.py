@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evalbench.agents.replay import ReplaySession, recorded_part
+from evalbench.agents.replay import ReplaySession  # the one import between adapter packages: the session it answers
 from evalbench.core.conversation import Conversation, VUserAction, VUserReply
 from evalbench.core.usage import CallUsage
 from evalbench.dataset.knowledge import Knowledge
-from evalbench.results.journal.shapes import read_manifest
+from evalbench.results.journal.recording import read_manifest, recorded_part
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 

@@ -1,5 +1,5 @@
 """Every result/SQL scorer's verdict, pinned per (generated, golden) pair — including the cases
-EvalBench's own scorers get wrong — and the small scorers (evalbench/scoring/more.py)."""
+EvalBench's own scorers get wrong — and the small scorers (evalbench/scoring/result_match.py, sql_text.py, conversation_metrics.py, bird_reward.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from evalbench.dataset import Conditions
 from evalbench.results.journal.record import reward
 from evalbench.run.stages import new_conversation
 from evalbench.scoring import SCORERS, Score, build_scorers
-from evalbench.scoring.more import normalise_sql
+from evalbench.scoring.sql_text import normalise_sql
 from tests.helpers import make_item
 
 G = "SELECT store_name FROM stores"

@@ -1,0 +1,25 @@
+"""The options a built-in scorer takes, checked by hand: the errors name the scorer's config key
+(``scorers.<name>.<option>``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from evalbench.core.errors import ConfigError
+
+__all__ = ["ScorerOptions", "config_error", "no_options"]
+
+# What a scorer's factory receives: its options as the run config wrote them (None: none given).
+ScorerOptions = Mapping[str, object] | None
+
+
+def config_error(scorer: str, message: str, option: str | None = None) -> ConfigError:
+    key = f"scorers.{scorer}" + (f".{option}" if option else "")
+    return ConfigError(f"{scorer}: {message}", key=key)
+
+
+def no_options(scorer: str, options: ScorerOptions, allowed: tuple[str, ...] = ()) -> None:
+    unknown = sorted(set(options or {}) - set(allowed))
+    if unknown:
+        takes = f"only {', '.join(allowed)}" if allowed else "no options"
+        raise config_error(scorer, f"takes {takes}, got {', '.join(unknown)}", unknown[0])
