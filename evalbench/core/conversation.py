@@ -78,7 +78,7 @@ class Phase(str, Enum):
 MAX_TOKENS = 10**12
 
 
-def token_count(value: Any) -> int:
+def token_count(value: object) -> int:
     """A token count the agent's server reported, as a count the metrics may add up: a whole
     number from 0 to MAX_TOKENS (a number, or a string of digits), else 0. A server under test
     must not lower its own cost with negative counts, nor turn a usable reply into an error (or
@@ -99,7 +99,7 @@ class TokenUsage:
     total: int = 0
 
     @classmethod
-    def reported(cls, prompt: Any = 0, completion: Any = 0, total: Any = 0) -> TokenUsage:
+    def reported(cls, prompt: object = 0, completion: object = 0, total: object = 0) -> TokenUsage:
         """The usage a reply reported (any JSON values), each count as :func:`token_count` reads it."""
         return cls(token_count(prompt), token_count(completion), token_count(total))
 
@@ -128,7 +128,7 @@ class AgentReply:
     latency_s: float = 0.0
     error: str | None = None
     error_kind: str | None = None  # "timeout" ends the conversation as TIMEOUT, anything else as AGENT_ERROR
-    raw: Any = None  # raw events, truncated by the adapter
+    raw: object = None  # raw events, truncated by the adapter
 
 
 @dataclass
@@ -390,7 +390,7 @@ def after_execute(conv: Conversation) -> Stage:
     return _goto(conv, Stage.SCORE)
 
 
-def _judge_usage(phase: PhaseRecord) -> dict[str, Any]:
+def _judge_usage(phase: PhaseRecord) -> dict[str, object]:
     """The judges' usage of an answer about to be replaced by a debugging attempt (its calls were
     made: the journal's ``usage`` counts them)."""
     usage = {name: score.usage for name, score in phase.scores.items() if score.usage is not None}

@@ -8,7 +8,7 @@ without depending on the backend interface and, through it, on the config schema
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 # How an execution failed: the SQL's fault (``sql``), the time budget (``timeout``), a statement
 # kind the mode does not allow (``forbidden``), the database (``connection``), or trusted
@@ -21,7 +21,7 @@ class ExecutionResult:
     """The outcome of running SQL. ``rows`` hold at most ``max_rows`` tuples."""
 
     columns: list[str] = field(default_factory=list)
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    rows: list[tuple[object, ...]] = field(default_factory=list)  # cells as the driver reads them
     truncated: bool = False  # rows were left unread: the row cap, or the byte cap (``truncated_at_bytes``)
     truncated_at_bytes: bool = False
     elapsed_s: float = 0.0

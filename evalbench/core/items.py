@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal, SupportsIndex, SupportsInt
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,7 +40,7 @@ class FollowUp(_Frozen):
     conditions: Conditions = Conditions()
     category: str = "Query"
     type: str | None = None
-    external_knowledge: list[Any] = Field(default_factory=list)
+    external_knowledge: list[object] = Field(default_factory=list)  # ids (3 or "3") or texts
     test_cases: list[str] = Field(default_factory=list)
 
 
@@ -64,10 +64,10 @@ class Item(_Frozen):
     clean_up_sqls: list[str] = Field(default_factory=list)
     test_cases: list[str] = Field(default_factory=list)
     eval_query: list[str] = Field(default_factory=list)
-    external_knowledge: list[Any] = Field(default_factory=list)
+    external_knowledge: list[object] = Field(default_factory=list)  # ids (3 or "3") or texts
     follow_up: FollowUp | None = None
     tags: list[str] = Field(default_factory=list)
-    other: dict[str, Any] = Field(default_factory=dict)
+    other: dict[str, object] = Field(default_factory=dict)
     source: str = ""  # file:line, for messages
 
     @property
@@ -102,11 +102,13 @@ class Item(_Frozen):
         return self.category == "Query" and self.query_type == "dql"
 
 
-def knowledge_refs(refs: Iterable[Any]) -> list[int]:
+def knowledge_refs(refs: Iterable[object]) -> list[int]:
     """The ids among ``external_knowledge`` references, in order (3 and "3" alike; a reference
     that is not a number is skipped)."""
     ids = []
     for ref in refs:
+        if not isinstance(ref, (str, bytes, SupportsInt, SupportsIndex)):
+            continue
         try:
             ids.append(int(ref))
         except (TypeError, ValueError):

@@ -24,7 +24,7 @@ import json
 import os
 import re
 import threading
-from typing import Any
+from typing import overload
 from urllib.parse import quote, unquote
 
 MASK = "***"
@@ -66,7 +66,11 @@ def _is_container(key: object) -> bool:
     return "_".join(_words(str(key))) in _CONTAINERS
 
 
-def redact(value: Any, key: object = "") -> Any:
+@overload
+def redact(value: dict[str, object], key: object = "") -> dict[str, object]: ...
+@overload
+def redact(value: object, key: object = "") -> object: ...
+def redact(value: object, key: object = "") -> object:
     """A copy of ``value`` with every secret replaced by ``***`` (see the module's docstring);
     ``None`` and booleans stay (``bearer_token: false`` says there is none)."""
     if isinstance(value, dict):
@@ -210,7 +214,7 @@ def remember_secret(value: object) -> None:
         _KNOWN.add(part)
 
 
-def remember_secrets(value: Any, key: object = "") -> None:
+def remember_secrets(value: object, key: object = "") -> None:
     """Remember every secret of a config-shaped value (what :func:`redact` would replace): values
     under secret-looking keys or ``headers``, passwords and secret arguments of URLs, and the
     value of every environment variable a ``*_env`` key names (``api_key_env: GEMINI_API_KEY``)."""
@@ -255,7 +259,11 @@ def scrub(text: str) -> str:
     return text
 
 
-def scrub_value(value: Any) -> Any:
+@overload
+def scrub_value(value: dict[str, object]) -> dict[str, object]: ...
+@overload
+def scrub_value(value: object) -> object: ...
+def scrub_value(value: object) -> object:
     """:func:`scrub` applied to every string (keys too) of a JSON-like value."""
     if isinstance(value, str):
         return scrub(value)

@@ -19,8 +19,14 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from collections.abc import Iterator
-from typing import Any, TextIO
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from tqdm import tqdm
 
 # C0 controls but \t and \n (a \r only when it does not end a line), DEL and the C1 controls,
 # line/paragraph separators, bidi embeddings, overrides, isolates and marks, lone surrogates
@@ -55,15 +61,15 @@ class SafeStream:
         self.raw.write(escape(text))
         return len(text)
 
-    def writelines(self, lines: Any) -> None:
+    def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self.raw, name)
 
 
-def raw_stream(stream: Any) -> Any:
+def raw_stream(stream: TextIO | SafeStream) -> TextIO:
     """The stream under a :class:`SafeStream` (``stream`` itself otherwise)."""
     return stream.raw if isinstance(stream, SafeStream) else stream
 
@@ -79,7 +85,7 @@ def safe_console() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
-def escaping_excepthook(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+def escaping_excepthook(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
     """``sys.excepthook`` printing an uncaught exception's traceback as Python does, through a
     :class:`SafeStream` (its message may quote data)."""
     import traceback
@@ -87,9 +93,12 @@ def escaping_excepthook(kind: type[BaseException], error: BaseException, trace: 
     SafeStream(raw_stream(sys.stderr)).write("".join(traceback.format_exception(kind, error, trace)))
 
 
-def progress_bar(*, desc: str, **options: Any) -> Any:
+def progress_bar(*, desc: str, total: float, unit: str, disable: bool | None, dynamic_ncols: bool = False,
+                 initial: float = 0, position: int | None = None, leave: bool | None = True) -> tqdm[NoReturn]:
     """A tqdm bar on stderr: tqdm draws it with ``\\r`` and cursor moves on the stream underneath
-    the :class:`SafeStream`; its label, which names data (a database, a run), is escaped here."""
+    the :class:`SafeStream`; its label, which names data (a database, a run), is escaped here.
+    ``disable=None``: off when stderr is not a terminal."""
     from tqdm import tqdm
 
-    return tqdm(desc=escape(desc), file=raw_stream(sys.stderr), **options)
+    return tqdm(desc=escape(desc), file=raw_stream(sys.stderr), total=total, unit=unit, disable=disable,
+                dynamic_ncols=dynamic_ncols, initial=initial, position=position, leave=leave)

@@ -11,7 +11,6 @@ OpenAI-compatible ``usage``), never estimated: a response that reported none is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass
@@ -43,7 +42,7 @@ class CallUsage:
         self.total += other.total
 
     @classmethod
-    def from_record(cls, recorded: Any) -> CallUsage | None:
+    def from_record(cls, recorded: object) -> CallUsage | None:
         """The usage a journal recorded (``{"model", "calls", "prompt", ...}``); None for anything else."""
         if not isinstance(recorded, dict):
             return None
@@ -52,5 +51,5 @@ class CallUsage:
         return cls(model=model if isinstance(model, str) else None, **counts)
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

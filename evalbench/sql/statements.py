@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import threading
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
+from sqlglot import Tokenizer, TokenType  # sqlglot's explicit re-exports (sqlglot.tokens re-exports them implicitly)
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, Tokenizer, TokenType
+
+if TYPE_CHECKING:
+    from sqlglot import Token
 
 # First keywords of statements that only read.
 READ_KEYWORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "(", "EXPLAIN", "SHOW"})

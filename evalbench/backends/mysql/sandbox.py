@@ -29,9 +29,9 @@ from typing import Any
 
 import pymysql
 import pymysql.cursors
+from sqlglot import TokenType  # explicitly re-exported there (sqlglot.tokens only imports it)
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
-from sqlglot.tokens import TokenType
 
 from evalbench.backends.admission import admit, rate_limiter
 from evalbench.backends.base import Actor, DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
