@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-import evalbench
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.frames import FrameError, FrameTimeout, loads_reply, read_frame, write_frame
 from evalbench.core import deadline
@@ -38,7 +37,7 @@ STARTUP_S = 60.0  # to start and open the database (a working copy of a large fi
 HARNESS_S = 600.0  # the harness's own requests (a fingerprint, a rollback): a backstop, not a budget
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from evalbench.backends.engine_server import main; "
          "main(sys.argv[2:])")
-_ROOT = str(Path(evalbench.__file__).resolve().parent.parent)
+_ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds the evalbench package
 _spawner = ThreadPoolExecutor(1, thread_name_prefix="evalbench-engine-spawner")  # never exits before the process
 
 Stop = Literal["timeout", "interrupted", "died"]

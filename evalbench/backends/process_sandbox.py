@@ -108,7 +108,8 @@ class ProcessSandbox:
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         """A harness query (trusted SQL, e.g. the schema) on a reader."""
         with self._pools["golden"](False) as reader:  # the harness's work is never the agent's
-            return harness_call(reader, {"op": "rows", "query": query, "params": None})
+            rows: list[tuple[Any, ...]] = harness_call(reader, {"op": "rows", "query": query, "params": None})
+            return rows
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
@@ -223,7 +224,8 @@ class ProcessWriteTransaction:
 
     def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
         """A harness query (trusted SQL) in the current state."""
-        return self._inspect({"op": "rows", "query": query, "params": params})
+        rows: list[tuple[Any, ...]] = self._inspect({"op": "rows", "query": query, "params": params})
+        return rows
 
     def fingerprint(self, statements: Sequence[str]) -> Any:
         """The whole database (the engine computes it: only the digests cross the pipe)."""

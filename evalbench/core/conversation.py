@@ -22,7 +22,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalbench.core.usage import CallUsage
-from evalbench.dataset import Conditions, Item
+from evalbench.core.items import Conditions, Item
 
 if TYPE_CHECKING:
     from evalbench.core.execution_result import ExecutionResult

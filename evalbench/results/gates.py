@@ -103,7 +103,8 @@ def metric_value(summary: dict[str, Any], metric: str) -> float | None:
     tally = phases.get(phase)
     if tally is None:
         return None
-    return tally.get("rate", tally.get("mean"))
+    value: float | None = tally.get("rate", tally.get("mean"))
+    return value
 
 
 def _trial_metric(summary: dict[str, Any], name: str, k: str, metric: str) -> float | None:
@@ -112,12 +113,14 @@ def _trial_metric(summary: dict[str, Any], name: str, k: str, metric: str) -> fl
     if not isinstance(trials, dict):
         raise ConfigError(f"metric {metric!r} needs a run with trials (trials: k or --trials K)")
     if name == "consistency":
-        return (trials.get("consistency") or {}).get("rate")
+        consistency: float | None = (trials.get("consistency") or {}).get("rate")
+        return consistency
     entry = (trials.get(name) or {}).get(k)
     if entry is None:
         raise ConfigError(f"unknown metric {metric!r}: the run has {trials.get('trials')} trial(s); "
                           f"write {name}.K with K from 1 to {trials.get('trials')}")
-    return entry.get("rate")
+    rate: float | None = entry.get("rate")
+    return rate
 
 
 def metric_ci(summary: dict[str, Any], metric: str) -> list[float] | None:

@@ -236,5 +236,6 @@ def _golden(phase: PhaseRecord) -> ExecutionResult | None:
         as_written = phase.sandbox.execute(written[0], mode=golden_mode(phase, written[0]), preprocess=phase.preprocess,
                                            preprocess_errors=phase.preprocess_errors, actor="golden")
         if as_written.error is None and not as_written.truncated:
-            return as_written
+            written_result: ExecutionResult = as_written
+            return written_result
     return next((g for g in phase.golden if g.error is None and not g.truncated), None)

@@ -106,9 +106,7 @@ def readable_paths() -> list[str]:
     packages), the evalbench package, system libraries and time zones."""
     import site
 
-    import evalbench
-
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(evalbench.__file__).parent)}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(__file__).parent.parent)}  # the evalbench package
     paths.update(p for p in site.getsitepackages() if os.path.isdir(p))
     paths.update(("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo", "/etc/localtime", "/dev/null",
                   "/dev/urandom"))

@@ -95,7 +95,8 @@ class Helpers:
 
     def cursor_execute(self, statement: str, params: Any = None) -> dict[str, Any]:
         """``conn.cursor().execute(statement, params)`` of a test case."""
-        return self.run_statement(statement, params, cursor_result=True)
+        result: dict[str, Any] = self.run_statement(statement, params, cursor_result=True)
+        return result
 
     def transaction_control(self, op: str) -> None:
         """``conn.commit()`` / ``conn.rollback()`` of a test case: real on a throwaway copy, nothing

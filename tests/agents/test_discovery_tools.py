@@ -317,5 +317,7 @@ def test_a_result_keeps_the_longest_prefix_of_rows_that_fits(rows: list[list[Any
     if cut is response:
         return
     assert cut["truncated"] is True and cut["rows"] == rows[:len(cut["rows"])]
+    if len(cut["rows"]) == len(rows):
+        return  # "truncated": true is one byte shorter than false: the whole result may then fit
     one_more = cut | {"rows": rows[:len(cut["rows"]) + 1]}
     assert len(json.dumps(one_more, ensure_ascii=False).encode()) > max_bytes

@@ -58,8 +58,9 @@ class ConnectorBackend(PostgresBackend):
         instance = config.instance
 
         def connect(database: str, user: str | None, password: str | None, **kwargs: Any) -> psycopg.Connection:
-            return connector.connect(instance, "psycopg", user=user, password=password, db=database,
-                                     enable_iam_auth=config.enable_iam_auth, ip_type=config.ip_type, **kwargs)
+            conn: psycopg.Connection = connector.connect(instance, "psycopg", user=user, password=password, db=database,
+                                                         enable_iam_auth=config.enable_iam_auth, ip_type=config.ip_type, **kwargs)
+            return conn
 
         password = config.password.get_secret_value() if config.password else None
         admin = URL.create("postgresql", username=config.user_name or "postgres", password=password, database="postgres")

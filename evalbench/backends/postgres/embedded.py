@@ -11,11 +11,18 @@ import os
 import threading
 import warnings
 from pathlib import Path
+from typing import Protocol
 
 from evalbench.core.errors import ProvisioningError
 
 _lock = threading.Lock()
-_servers: dict[Path, object] = {}
+class _Server(Protocol):
+    """What we use of a pgserver server (pgserver ships no types)."""
+
+    def get_uri(self, database: str) -> str: ...
+
+
+_servers: dict[Path, _Server] = {}
 
 
 def default_data_dir() -> Path:
@@ -37,8 +44,8 @@ def embedded_url(data_dir: Path | None = None, database: str = "postgres") -> st
                 import pgserver
 
                 try:
-                    server = pgserver.get_server(data_dir, cleanup_mode="stop")
+                    server = pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]  # pgserver exports it without __all__
                 except Exception as exc:  # pgserver raises plain exceptions
                     raise ProvisioningError(f"cannot start the embedded PostgreSQL in {data_dir}: {exc}") from exc
             _servers[data_dir] = server
-    return server.get_uri(database)  # type: ignore[attr-defined]
+    return server.get_uri(database)

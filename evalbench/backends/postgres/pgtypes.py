@@ -27,7 +27,7 @@ def _loader(base: type, name: str, binary: bool) -> type:
     plus, minus = _INFINITE[name]
     tokens = _BINARY[name] if binary else (b"infinity", b"-infinity")
 
-    class Loader(base):
+    class Loader(base):  # type: ignore[misc]  # base is psycopg's text or binary loader, chosen at run time
         def load(self, data: Any) -> Any:
             raw = bytes(data)
             if raw == tokens[0]:
@@ -49,7 +49,7 @@ LOADERS: list[tuple[str, type]] = [(name, _loader(base, name, binary)) for name,
 
 
 def _json_loader(base: type) -> type:
-    class Loader(base):
+    class Loader(base):  # type: ignore[misc]  # base is psycopg's text or binary loader, chosen at run time
         def load(self, data: Any) -> Any:
             try:
                 return super().load(data)

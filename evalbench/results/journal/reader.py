@@ -4,7 +4,7 @@
 (killed mid-write) is ignored with a warning, a line that is not a conversation record is
 skipped with a warning naming its line, and a conversation recorded twice counts once — its
 last complete record — with a warning. It does not rewrite the journal (``evalbench run
---resume`` repairs it: :func:`evalbench.run.resume.repair_journal`).
+--resume`` repairs it: :func:`evalbench.results.journal.repair.repair_journal`).
 """
 
 from __future__ import annotations

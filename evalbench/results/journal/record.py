@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from evalbench.backends.base import ExecutionResult
+from evalbench.core.execution_result import ExecutionResult
 from evalbench.core.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
 from evalbench.core.redaction import scrub, scrub_value
 from evalbench.core.scores import Score

@@ -95,7 +95,7 @@ class RunWriter:
 
     def _repair(self, run_again: frozenset[str] | None) -> Any:
         """Resume: the journal repaired; its finished conversations count as if this process had run them."""
-        from evalbench.run.resume import RUN_AGAIN, repair_journal
+        from evalbench.results.journal.repair import RUN_AGAIN, repair_journal
 
         try:
             return repair_journal(self.run_dir, self._replay, run_again or RUN_AGAIN)
@@ -174,7 +174,8 @@ class RunWriter:
     def finish(self, **extra: Any) -> dict[str, Any]:
         """The run's summary (the reports are written from it by :mod:`evalbench.results.render.reports`)."""
         with self._lock:
-            return clean_value(self.summary.result(run_id=self.run_id, **extra))
+            summary: dict[str, Any] = clean_value(self.summary.result(run_id=self.run_id, **extra))
+            return summary
 
     def close(self) -> None:
         """Close the files; an error flushing scores_native.csv raises :class:`OutputError` (unless

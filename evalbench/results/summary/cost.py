@@ -139,7 +139,7 @@ def _tokens(entry: dict[str, Any]) -> str:
 
 
 def _who(entry: dict[str, Any]) -> str:
-    return entry["role"] + (f" {entry['model']}" if entry.get("model") else "")
+    return str(entry["role"]) + (f" {entry['model']}" if entry.get("model") else "")
 
 
 def cost_lines(cost: dict[str, Any] | None) -> list[str]:

@@ -37,7 +37,8 @@ INVALID = "invalid_item"
 def _phase(record: dict[str, Any], name: str) -> dict[str, Any] | None:
     for phase in record.get("phases") or []:
         if phase.get("phase") == name and invalid_reason(record, phase) is None:
-            return phase
+            found: dict[str, Any] = phase
+            return found
     return None
 
 
