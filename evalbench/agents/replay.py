@@ -152,12 +152,12 @@ class ReplaySession:
     def _missing(self, where: tuple[str, int], index: int) -> str:
         phase, attempt = where
         source = f"run {self.agent.recording.run_id}"
-        if phase != "main" and not any(k[0] == phase for k in self.script.turns):  # type: ignore[union-attr]
+        if phase != "main" and not any(k[0] == phase for k in self.script.turns):  # type: ignore[union-attr]  # a session is scripted before its first turn
             return f"replay: {source} never asked this {phase} question (there its main phase did not pass)"
         if attempt and index == 0:
             return f"replay: {source} made no debugging attempt {attempt} in the {phase} phase (its answer was judged otherwise there)"
         return (f"replay: {source} has no reply for turn {index + 1} of the {phase} phase"
-                f" (its conversation ended there: {self.script.outcome})")  # type: ignore[union-attr]
+                f" (its conversation ended there: {self.script.outcome})")  # type: ignore[union-attr]  # a session is scripted before its first turn
 
     def close(self) -> None:
         """Put the recorded error outcome back when the conversation ended where the source's did."""
@@ -166,7 +166,7 @@ class ReplaySession:
             return
         if conv.outcome is None or conv.outcome is Outcome.CANCELLED:
             return  # still running, or this run was cancelled: that is the truth of this run
-        phase = next((p for p in conv.phases if p.phase.value == script.stop[0]), None)  # type: ignore[index]
+        phase = next((p for p in conv.phases if p.phase.value == script.stop[0]), None)  # type: ignore[index]  # a script that stopped early has a stop key
         if phase is None or phase.outcome in (None, Outcome.SCORED, Outcome.INVALID_ITEM):
             return  # the conversation ended on a verdict before the recorded error
         wanted = Outcome(script.stop_outcome)

@@ -47,7 +47,7 @@ class FrameTimeout(FrameError):
 def _zoneinfo_getattr(owner: Any, name: str) -> Any:
     # a ZoneInfo pickles as getattr(ZoneInfo, "_unpickle")(key, from_cache): that one attribute only
     if owner is zoneinfo.ZoneInfo and name == "_unpickle":
-        return zoneinfo.ZoneInfo._unpickle  # type: ignore[attr-defined]
+        return zoneinfo.ZoneInfo._unpickle  # type: ignore[attr-defined]  # a private unpickling hook of zoneinfo, not in its stubs
     raise pickle.UnpicklingError(f"a reply may not read {name!r} of {owner!r}")
 
 

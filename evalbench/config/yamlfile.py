@@ -145,7 +145,7 @@ def _yaml_error(path: Path, text: str, exc: yaml.YAMLError) -> ConfigError:
 try:  # libyaml's parser when PyYAML has it (several times faster); the composer is always ours, below
     from yaml._yaml import CParser as _CParser
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _CParser = None  # type: ignore[assignment,misc]
+    _CParser = None  # type: ignore[assignment,misc]  # PyYAML without libyaml has no CParser
 
 
 class _EventSource(Protocol):

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalbench.core.usage import CallUsage
 from evalbench.core.items import Conditions, Item
+from evalbench.core.usage import CallUsage
 
 if TYPE_CHECKING:
     from evalbench.core.execution_result import ExecutionResult

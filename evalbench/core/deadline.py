@@ -126,4 +126,4 @@ def call_abandoned_at_deadline(call: Callable[[], T], what: str) -> T:
     if not ok:
         assert isinstance(value, BaseException)
         raise value
-    return value  # type: ignore[return-value]
+    return value  # type: ignore[return-value]  # outcome holds (True, the target's return value) here

@@ -89,9 +89,9 @@ class Registry(Generic[T]):
             if name in self._factories:  # loaded by another thread meanwhile
                 return self._factories[name]
             try:
-                loaded = point.load()  # type: ignore[attr-defined]
+                loaded = point.load()  # type: ignore[attr-defined]  # importlib.metadata's EntryPoint differs across Python versions
             except Exception as exc:  # a broken plugin names itself, it does not crash a run
-                raise PluginError(f"{self.kind} {name!r}: entry point {point.value!r} of group {self.group} "  # type: ignore[attr-defined]
+                raise PluginError(f"{self.kind} {name!r}: entry point {point.value!r} of group {self.group} "  # type: ignore[attr-defined]  # importlib.metadata's EntryPoint differs across Python versions
                                   f"could not be loaded: {type(exc).__name__}: {exc}") from exc
             return self._factories.setdefault(name, loaded)
 

@@ -208,7 +208,7 @@ def load_items(path: Path | str, format: str = "auto", dialects: Sequence[str] =
     items: list[Item] = []
     errors: list[RecordError] = []
     for record in Dataset(Path(path), format, dialects).iter_records():
-        (errors if isinstance(record, RecordError) else items).append(record)  # type: ignore[arg-type]
+        (errors if isinstance(record, RecordError) else items).append(record)  # type: ignore[arg-type]  # the isinstance test picks the list of the record's type
     return items, errors
 
 

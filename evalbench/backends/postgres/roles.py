@@ -117,8 +117,8 @@ def _maintenance(target: DatabaseTarget) -> DatabaseTarget:
 
 
 def _configured_user(target: DatabaseTarget, admin: psycopg.Connection) -> Logins:
-    current = admin.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
-    if admin.execute(_UNSAFE).fetchone()[0]:  # type: ignore[index]
+    current = admin.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]  # SELECT of one value always returns one row
+    if admin.execute(_UNSAFE).fetchone()[0]:  # type: ignore[index]  # SELECT of one value always returns one row
         raise SandboxError(
             f"the configured user {current!r} may not create the sandbox role, and agent SQL must not run as "
             f"{current!r} (a superuser, or a role that may create roles or databases, signal backends or use "
@@ -185,7 +185,7 @@ def _log_in(target: DatabaseTarget, admin: psycopg.Connection, role: str) -> str
             admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role), sql.Literal(password)))
         try:
             with target.connect(user=role, password=password, connect_timeout=15) as conn:
-                unsafe = conn.execute(_UNSAFE if role == GOLDEN_ROLE else _AGENT_UNSAFE).fetchone()[0]  # type: ignore[index]
+                unsafe = conn.execute(_UNSAFE if role == GOLDEN_ROLE else _AGENT_UNSAFE).fetchone()[0]  # type: ignore[index]  # SELECT of one value always returns one row
         except psycopg.Error as exc:
             error = pg_message(exc)
             continue
@@ -262,7 +262,7 @@ def verify_reader(target: DatabaseTarget, reader: Login) -> str | None:
     when agent SQL can observe other sessions or make large objects (undone, since every
     execution is rolled back, but only a superuser can revoke them)."""
     with target.connect(user=reader.user, password=reader.password, connect_timeout=15, autocommit=True) as conn:
-        rights, owned = conn.execute(_CREATE_RIGHTS).fetchone()  # type: ignore[misc]
+        rights, owned = conn.execute(_CREATE_RIGHTS).fetchone()  # type: ignore[misc]  # an aggregate query always returns one row
         if rights or owned:
             owns = [f"ownership of {owned} object(s) (ALTER ... OWNER TO another role)"] if owned else []
             raise SandboxError(
@@ -270,7 +270,7 @@ def verify_reader(target: DatabaseTarget, reader: Login) -> str | None:
                 f"{'; '.join([*rights, *owns])}. Revoke it, e.g. "
                 + "; ".join(f"REVOKE {right} FROM PUBLIC" for right in rights[:3])
                 + f" (and from {reader.user!r} and the roles it is a member of)")
-        observes_statements, observes_statistics, observes_locks = conn.execute(_OBSERVES).fetchone()  # type: ignore[misc]
+        observes_statements, observes_statistics, observes_locks = conn.execute(_OBSERVES).fetchone()  # type: ignore[misc]  # an aggregate query always returns one row
         makers = _large_object_makers(conn)
     problems = []
     if observes_statements:

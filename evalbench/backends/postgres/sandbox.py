@@ -201,7 +201,7 @@ class Sandbox:
         pool = self._pools[identity]
         for _ in range(pool.size() + 1):
             fairy = pool.connect()
-            conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]
+            conn: psycopg.Connection = fairy.driver_connection  # type: ignore[assignment]  # SQLAlchemy types the pooled driver connection as Any-like DBAPI
             if not conn.closed and not _hung_up(conn):
                 return fairy, conn
             fairy.invalidate()
@@ -391,7 +391,7 @@ class Sandbox:
             rows = _stream(cursor, statement)
             try:
                 for row in rows:
-                    if keeping and not cap.add(row):  # type: ignore[union-attr]
+                    if keeping and not cap.add(row):  # type: ignore[union-attr]  # cap is set whenever keeping is true
                         keeping = False
                         if cancel_rest and query:
                             break

@@ -33,8 +33,8 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from evalbench.core.execution_result import ExecutionResult
 from evalbench.core.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
+from evalbench.core.execution_result import ExecutionResult
 from evalbench.core.redaction import scrub, scrub_value
 from evalbench.core.scores import Score
 from evalbench.results.summary.taxonomy import diagnosis_field
