@@ -270,7 +270,7 @@ def test_repair_journal_on_a_full_disk_is_an_output_error_and_leaves_no_temporar
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("evalbench.run.resume.os.fsync", full)
+    monkeypatch.setattr("evalbench.results.journal.repair.os.fsync", full)
     with pytest.raises(OutputError, match=r"cannot write .*conversations\.jsonl: No space left on device \(ENOSPC\)"):
         repair_journal(tmp_path, lambda record: None)
     assert journal.read_bytes() == content
