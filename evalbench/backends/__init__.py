@@ -27,3 +27,6 @@ def get_backend(name: str) -> Backend:
     if name not in _instances:
         _instances[name] = BACKENDS.get(name)()
     return _instances[name]
+
+
+__all__ = ["ALIASES", "BACKENDS", "backend_name", "get_backend"]

@@ -46,7 +46,8 @@ COMMANDS: tuple[Command, ...] = (
             "evalbench.cli.datasets"),
     Command("db", "the tables of a config's databases: row counts, columns and types, knowledge entries per table",
             "evalbench.cli.db"),
-    # `results schema` (evalbench.cli.results_schema) is added here by its own change
+    Command("results", "what a run directory holds: `results schema [manifest|journal|summary]` prints its JSON Schema",
+            "evalbench.cli.results"),
 )
 
 

@@ -117,6 +117,11 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
         return EXIT_CANCELLED
+    except BrokenPipeError:  # `evalbench results schema | head`: the reader left, which is not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush goes nowhere, quietly
+        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

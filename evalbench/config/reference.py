@@ -44,20 +44,21 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
     ]
 
 
-def _type_name(annotation: object) -> str:
+def type_name(annotation: object) -> str:
+    """A field's type as the docs' tables spell it (``list of string``, ``integer or null``)."""
     import types
     from typing import Annotated, Literal, Union, get_args, get_origin
 
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is Annotated:
-        return _type_name(args[0])
+        return type_name(args[0])
     if origin is Literal:
         return " or ".join(f"`{a}`" for a in args)
     if origin in (Union, types.UnionType):
-        members = [_type_name(a) for a in args if a is not type(None)]
+        members = [type_name(a) for a in args if a is not type(None)]
         return " or ".join(members) + (" or null" if type(None) in args else "")
     if origin is list:
-        return f"list of {_type_name(args[0])}" if args else "list"
+        return f"list of {type_name(args[0])}" if args else "list"
     if origin is dict:
         return "mapping"
     names = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -88,8 +89,8 @@ def render() -> str:
                 continue
             key = field.alias or name
             meaning = (field.description or "").replace("|", "\\|")
-            type_name = _type_name(field.annotation).replace("|", "\\|")
-            out.append(f"| `{key}` | {type_name} | {_default(field)} | {meaning} |")
+            spelled = type_name(field.annotation).replace("|", "\\|")
+            out.append(f"| `{key}` | {spelled} | {_default(field)} | {meaning} |")
         out.append("")
     out += _prices()
     out.append(END)
@@ -108,16 +109,22 @@ def _prices() -> list[str]:
     return [*out, ""]
 
 
-def update(path: Path) -> bool:
-    """Rewrite the generated block of ``path``; True when it changed."""
-    text = path.read_text(encoding="utf-8-sig")
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    new = text[:start] + render() + text[end:]
-    if new != text:
-        path.write_text(new, encoding="utf-8")
-    return new != text
+def rewrite_blocks(path: Path, blocks: list[tuple[str, str, str]]) -> bool:
+    """Replace each ``(begin, end, text)`` block of ``path`` (markers included) with ``text``; True when it changed."""
+    text = old = path.read_text(encoding="utf-8-sig")
+    for begin, end, new in blocks:
+        start, stop = text.index(begin), text.index(end) + len(end)
+        text = text[:start] + new + text[stop:]
+    if text != old:
+        path.write_text(text, encoding="utf-8")
+    return text != old
+
+
+def main(default: str, blocks: list[tuple[str, str, str]]) -> None:
+    """``python -m ...``: rewrite the generated blocks of the page named on the command line (or ``default``)."""
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(default)
+    print(f"{target}: {'updated' if rewrite_blocks(target, blocks) else 'up to date'}")
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/configuration.md")
-    print(f"{target}: {'updated' if update(target) else 'up to date'}")
+    main("docs/configuration.md", [(BEGIN, END, render())])

@@ -1,4 +1,30 @@
-"""Error types that reach the user: each names where the problem is and what was expected."""
+"""Error types that reach the user: each names where the problem is and what was expected.
+
+Every error evalbench reports without a traceback is an :class:`EvalbenchError`; the command line
+prints its message and returns its ``exit_code`` (2: the input is wrong, 3: the infrastructure
+failed). The whole tree (tests/core/test_errors_tree.py keeps it complete):
+
+- ``EvalbenchError`` (3)
+  - ``ConfigError`` (2): a config file; names file, line and key
+    - ``RunDirError`` (2): a file of a run directory is not as evalbench wrote it
+  - ``DatasetError`` (2): a dataset file or record
+  - ``ProvisioningError`` (3): setting up a database failed
+    - ``SandboxError`` (3): agent SQL cannot run as an unprivileged role there
+  - ``PluginError`` (2, :mod:`evalbench.core.registry`): a plugin cannot be loaded
+  - ``Unreachable``, ``NoAnswer`` (3, :mod:`evalbench.clients.probes`): a server does not answer (preflight)
+  - ``AgentUnreachable`` (3, :mod:`evalbench.run.breaker`): the agent failed so many times in a row that the run stops
+  - ``RunLockedError`` (2, :mod:`evalbench.run.lock`): another process is writing the run directory
+  - ``OutputError`` (3, :mod:`evalbench.results.journal.files`): a file of the run directory cannot be written
+  - ``RecordRefused`` (3, :mod:`evalbench.results.schema`): a run record its own schema refuses (a bug)
+  - ``RunReadError`` (2, :mod:`evalbench.results.journal.dataframes`): ``read_run`` cannot read a run
+  - ``CompareError`` (2, :mod:`evalbench.results.summary.comparison`): two runs cannot be compared
+    - ``IncomparableRuns`` (2): their configs or datasets differ
+  - ``RecordNotFoundError`` (2, :mod:`evalbench.results.render.explain`): ``explain`` finds no such conversation
+  - ``RunsError`` (2, :mod:`evalbench.results.render.runs_index`): ``runs`` or ``view`` cannot read the folder
+
+Errors of one conversation (an agent's bad reply, a SQL error, a test case that fails) are never
+raised this far: they are recorded as the conversation's outcome.
+"""
 
 from __future__ import annotations
 

@@ -9,9 +9,11 @@ The package is split by job:
 - :mod:`evalbench.results.render`: turning results into files and views — report.html,
   junit.xml, summary.md, EvalBench's CSVs, ``evalbench explain``, ``runs`` and ``view``.
 
-This module is the public API other tools use: :func:`read_journal` (a journal as a crash may
-leave it: see :mod:`evalbench.results.journal.reader`), :func:`journal_stats` and
-:func:`read_run` (a run as pandas DataFrames).
+This module is the public API other tools use: the typed run record (:mod:`evalbench.results.schema`)
+read by :func:`load_manifest`, :func:`load_summary` and :func:`read_records`; :func:`read_journal`
+(the same records as dicts, as a crash may leave the journal: see
+:mod:`evalbench.results.journal.reader`), :func:`journal_stats` and :func:`read_run` (a run as
+pandas DataFrames).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalbench.results.journal.reader import JournalStats, journal_stats, read_journal
+from evalbench.results.journal.typed import load_manifest, load_summary, read_records
+from evalbench.results.schema import SCHEMA_VERSION, JournalRecord, Manifest, Summary
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +34,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["JournalStats", "Run", "journal_stats", "read_journal", "read_run"]
+__all__ = ["SCHEMA_VERSION", "JournalRecord", "JournalStats", "Manifest", "Run", "Summary", "journal_stats", "load_manifest",
+           "load_summary", "read_journal", "read_records", "read_run"]

@@ -17,6 +17,7 @@ from typing import Any
 from evalbench import __version__
 from evalbench.core.redaction import redact, redact_arg
 from evalbench.dataset import Dataset
+from evalbench.results.schema import SCHEMA_VERSION
 from evalbench.run.plan import Identity
 from evalbench.run.resume import session_changes
 
@@ -56,7 +57,7 @@ def build_manifest(identity: Identity, run_id: str, dataset: Dataset, scan: Any,
     # one more pass over everything (the agent's and virtual user's descriptions, paths...): the
     # config snapshot and the command are redacted already, a secret anywhere else is too
     return redact({
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
         "evalbench_version": __version__,

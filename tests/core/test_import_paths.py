@@ -113,3 +113,10 @@ def test_every_moved_module_still_imports_as_the_same_module_and_warns():
     for old, new in MOVED.items():
         assert seen[old]["same"], f"{old} is not the module {new}"
         assert any(new in message for message in seen[old]["warned"]), f"importing {old} did not warn about {new}"
+
+
+@pytest.mark.parametrize("package", ["evalbench.core", "evalbench.sql", "evalbench.backends", "evalbench.results"])
+def test_every_name_of_a_package_face_resolves(package):
+    module = importlib.import_module(package)
+    missing = [name for name in module.__all__ if getattr(module, name, None) is None]
+    assert not missing, f"{package}.__all__ names what it does not give: {missing}"

@@ -27,3 +27,13 @@ def test_every_doc_linked_from_the_readme_exists():
     readme = (ROOT / "README.md").read_text()
     for link in re.findall(r"\]\(((?:docs|bench)/[^)#]+)", readme):
         assert (ROOT / link).is_file(), link
+
+
+def test_the_run_record_tables_are_generated_from_the_models():
+    from evalbench.results.schema_docs import TABLES, begin, end
+    from evalbench.results.schema_docs import render as render_tables
+
+    text = (ROOT / "docs" / "results_schema.md").read_text()
+    for block in TABLES:
+        found = text[text.index(begin(block)) : text.index(end(block)) + len(end(block))]
+        assert found == render_tables(block), "docs/results_schema.md is stale: run `python -m evalbench.results.schema_docs`"

@@ -37,9 +37,8 @@ from evalbench.core.conversation import AgentReply, Conversation, Outcome, Phase
 from evalbench.core.execution_result import ExecutionResult
 from evalbench.core.redaction import scrub, scrub_value
 from evalbench.core.scores import Score
+from evalbench.results.schema import SCHEMA_VERSION
 from evalbench.results.summary.taxonomy import diagnosis_field
-
-SCHEMA_VERSION = 1
 
 
 @dataclasses.dataclass(frozen=True)

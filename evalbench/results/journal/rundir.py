@@ -30,6 +30,7 @@ from evalbench.results.journal.csvsafe import safe_row
 from evalbench.results.journal.files import JOURNAL, OutputError, create_new, open_append, write_atomic
 from evalbench.results.journal.record import CAPS, Caps, bounded_record, clean_text, clean_value
 from evalbench.results.journal.usage import usage_fields
+from evalbench.results.schema import JournalRecord, Manifest, check_written
 from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.results.summary.taxonomy import record_diagnosis
 
@@ -117,6 +118,7 @@ class RunWriter:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         text = json.dumps(clean_value(manifest), indent=2, default=_json_default) + "\n"
+        check_written(Manifest, json.loads(text), str(self.run_dir / "manifest.json"))
         write_atomic(self.run_dir / "manifest.json", text)
 
     def record(self, conv: Conversation) -> dict[str, Any]:
@@ -124,6 +126,7 @@ class RunWriter:
         journal or a report cannot be written; after that, nothing more is written."""
         extra = {"simulator": self.simulator} | usage_fields(conv, self.pricing)
         record, line = bounded_record(conv, self.run_id, self.preview_rows, extra=extra, caps=self.caps)
+        check_written(JournalRecord, record, str(self._journal_path))
         data = (line + "\n").encode("utf-8")
         with self._lock:
             if self.failure is not None:

@@ -22,6 +22,7 @@ from evalbench.results.journal.record import clean_text, clean_value
 from evalbench.results.journal.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
 from evalbench.results.journal.shapes import read_manifest
 from evalbench.results.render.summary_md import render_summary_markdown
+from evalbench.results.schema import Summary, check_written
 from evalbench.results.summary.rebuild import completeness, rebuild_summary
 
 
@@ -59,8 +60,10 @@ class ReportSet:
         if "complete" not in summary:  # the end of a run: it finished (or was cancelled), its journal is clean
             summary.update(completeness(summary, self.manifest, finished=True, journal=JournalStats()))
         summary = clean_value(summary)
+        summary_json = json.dumps(summary, indent=2, default=_json_default) + "\n"
+        check_written(Summary, json.loads(summary_json), str(self.run_dir / "summary.json"))
         written = []
-        for name, text in (("summary.json", json.dumps(summary, indent=2, default=_json_default) + "\n"),
+        for name, text in (("summary.json", summary_json),
                            ("summary_native.csv", native_summary_csv(summary)),
                            ("summary.md", render_summary_markdown(summary, gates))):
             write_atomic(self.run_dir / name, text)

@@ -23,6 +23,7 @@ from typing import Any
 
 from evalbench.core.conversation import Outcome
 from evalbench.results.journal.lines import invalid_reason, phase_passed
+from evalbench.results.schema import SCHEMA_VERSION
 from evalbench.results.summary.clustered import ItemCounts
 from evalbench.results.summary.cost import CostTally
 from evalbench.results.summary.official import OfficialTally, official_line
@@ -248,6 +249,7 @@ class SummaryBuilder:
         for counts in self.deciders.values():
             deciders.update(counts)
         return {
+            "schema_version": SCHEMA_VERSION,
             "total_items": self.total,
             "outcomes": {o.value: self.outcomes.get(o.value, 0) for o in Outcome},
             "infra_errors": infra,

@@ -31,10 +31,10 @@ from evalbench.core.errors import EvalbenchError, RunDirError
 from evalbench.results.journal.files import JOURNAL, write_atomic
 from evalbench.results.journal.lines import invalid_reason, trial_of
 from evalbench.results.journal.reader import read_journal
-from evalbench.results.journal.record import SCHEMA_VERSION
 from evalbench.results.journal.shapes import read_manifest, read_summary
 from evalbench.results.render.compare_cost import cost_html, cost_markdown, cost_text
 from evalbench.results.render.links import conversation_anchor, report_href
+from evalbench.results.schema import SCHEMA_VERSION
 from evalbench.results.summary.clustered import cluster_diff_ci, sign_flip_p
 from evalbench.results.summary.cost import CostComparison, CostTally, compare_costs
 from evalbench.results.summary.official import official_comparison
