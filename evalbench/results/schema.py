@@ -145,7 +145,7 @@ class Reply(RunRecord):
     text: Text = doc("the reply's text")
     sql: Text = doc("the SQL it carried")
     tool_calls: list[JSONObject] | None = doc("`name`, `args`, `response`, `id` of each tool call (32 at most)")
-    usage: dict[str, Count | None] | None = doc("tokens the agent reported")
+    usage: dict[str, Tokens | None] | None = doc("tokens the agent reported")
     latency_s: Number | None = doc("seconds the reply took")
     error: Text = doc("what went wrong")
     error_kind: Text = doc("the kind of error")
@@ -199,7 +199,7 @@ class JournalRecord(RunRecord):
     elapsed_s: Number | None = doc("wall clock")
     stage_seconds: dict[str, Number] | None = doc("seconds per stage (`prompt`, `generate`, `vuser`, `execute`, `score`)")
     sessions_opened: Count = doc("agent sessions opened (1 unless the agent was restarted)", 1)
-    tokens: dict[str, Count] | None = doc("`prompt`, `completion`, `total` over every agent reply")
+    tokens: dict[str, Tokens] | None = doc("`prompt`, `completion`, `total` over every agent reply")
     usage: dict[str, Usage] | None = doc("the conversation's model calls per role: `agent` (always; `calls` counts its replies, each possibly several model "
                                            "calls), `vuser` (a virtual user that calls a model), `judge:<scorer>` (each scorer that called "
                                            "a model, over every phase and debugging attempt). Absent in journals written before it (readers "
@@ -406,7 +406,8 @@ class RecordRefused(EvalbenchError):
 
 def check_written(model: type[RunRecord], data: dict[str, object], file: str) -> None:
     """Raise :class:`RecordRefused` unless ``data`` is a valid ``model`` (the writers call it on
-    what they are about to write)."""
+    what they are about to write; the journal's writer logs it instead, see
+    :meth:`~evalbench.results.journal.rundir.RunWriter.record`)."""
     try:
         model.model_validate(data)
     except ValidationError as exc:

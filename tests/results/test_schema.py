@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from evalbench.cli import main
+from evalbench.core.conversation import MAX_TOKENS
 from evalbench.core.errors import RunDirError
 from evalbench.results import JournalRecord, Manifest, Summary, load_manifest, load_summary, read_journal, read_records
 from evalbench.results.schema import SCHEMA_VERSION, ConfigSnapshot, RecordRefused, check_written, upgrade
@@ -116,6 +117,16 @@ def test_a_writer_refuses_what_the_schema_refuses(run_dir):
     with pytest.raises(RecordRefused, match=r"conversations.jsonl: .*JournalRecord.* at phases\.0\.clarifications: "):
         check_written(JournalRecord, bad, "conversations.jsonl")
     assert RecordRefused("x").exit_code == 3
+
+
+def test_the_largest_token_counts_an_agent_may_report_fit_the_schema(run_dir):
+    """An agent's server reports its own usage (core.conversation.token_count caps each count at
+    MAX_TOKENS): whatever it reports over a long conversation, the record stays readable."""
+    record = next(iter(read_journal(run_dir)))
+    turns = [{**turn, "reply": {**(turn.get("reply") or {}), "usage": dict.fromkeys(("prompt", "completion", "total"), MAX_TOKENS)}}
+             for turn in record["turns"]] * 50
+    huge = {**record, "turns": turns, "tokens": dict.fromkeys(("prompt", "completion", "total"), MAX_TOKENS * len(turns))}
+    check_written(JournalRecord, huge, "conversations.jsonl")
 
 
 @pytest.mark.parametrize("kind, name", [("manifest", "manifest.json"), ("summary", "summary.json"), ("journal", None)])

@@ -17,6 +17,7 @@ import contextlib
 import csv
 import errno
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -30,9 +31,11 @@ from evalbench.results.journal.csvsafe import safe_row
 from evalbench.results.journal.files import JOURNAL, OutputError, create_new, open_append, write_atomic
 from evalbench.results.journal.record import CAPS, Caps, bounded_record, clean_text, clean_value
 from evalbench.results.journal.usage import usage_fields
-from evalbench.results.schema import JournalRecord, Manifest, check_written
+from evalbench.results.schema import JournalRecord, Manifest, RecordRefused, check_written
 from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.results.summary.taxonomy import record_diagnosis
+
+log = logging.getLogger(__name__)
 
 SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's (render/evalbench_csv.py)
 SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer", "value", "passed", "applicable", "detail", "flags",
@@ -126,7 +129,11 @@ class RunWriter:
         journal or a report cannot be written; after that, nothing more is written."""
         extra = {"simulator": self.simulator} | usage_fields(conv, self.pricing)
         record, line = bounded_record(conv, self.run_id, self.preview_rows, extra=extra, caps=self.caps)
-        check_written(JournalRecord, record, str(self._journal_path))
+        try:
+            check_written(JournalRecord, record, str(self._journal_path))
+        except RecordRefused as exc:  # a bug; stopping would stop every resume at this conversation too
+            log.error("%s (item %s: journaled as it is; readers will skip it and call the run incomplete)", exc,
+                      record.get("item_id"))
         data = (line + "\n").encode("utf-8")
         with self._lock:
             if self.failure is not None:
