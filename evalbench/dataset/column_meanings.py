@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +22,7 @@ MAX_WARNINGS = 5
 ColumnMeanings = dict[str, dict[tuple[str, str], str]]  # database -> (table, column) lower-cased -> description
 
 
-def _description(value: Any) -> str:
+def _description(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 

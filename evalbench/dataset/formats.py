@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from evalbench.core.items import Ambiguity, Conditions, FollowUp, Item
 
@@ -32,7 +31,7 @@ def normalise_dialect(name: str) -> str:
     return DIALECT_ALIASES.get(key, key)
 
 
-def detect_format(record: Any) -> str | None:
+def detect_format(record: object) -> str | None:
     if isinstance(record, dict):
         if "instance_id" in record or "sol_sql" in record:
             return "bird-interact"
@@ -44,7 +43,7 @@ def detect_format(record: Any) -> str | None:
 # --------------------------------------------------------------------------- helpers
 
 
-def _str(raw: dict[str, Any], key: str, *, required: bool = True, default: str | None = None) -> str | None:
+def _str(raw: dict[str, object], key: str, *, required: bool = True, default: str | None = None) -> str | None:
     value = raw.get(key)
     if value is None:
         if required:
@@ -57,7 +56,7 @@ def _str(raw: dict[str, Any], key: str, *, required: bool = True, default: str |
     return value
 
 
-def _str_list(value: Any, key: str, *, allow_string: bool = True) -> list[str]:
+def _str_list(value: object, key: str, *, allow_string: bool = True) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str) and allow_string:
@@ -67,7 +66,7 @@ def _str_list(value: Any, key: str, *, allow_string: bool = True) -> list[str]:
     return list(value)
 
 
-def _sql_list(value: Any, key: str) -> list[str]:
+def _sql_list(value: object, key: str) -> list[str]:
     """BIRD-Interact's ``sol_sql``: a list of statements, or a string — which its evaluator reads
     as a JSON list when it is one (``eval_bird_interact_batch.py::ensure_list``), else as one SQL."""
     if isinstance(value, str) and value.strip().startswith("["):
@@ -80,7 +79,7 @@ def _sql_list(value: Any, key: str) -> list[str]:
     return _str_list(value, key)
 
 
-def _conditions(value: Any, key: str) -> Conditions:
+def _conditions(value: object, key: str) -> Conditions:
     if value is None:
         return Conditions()
     if not isinstance(value, dict):
@@ -99,12 +98,12 @@ def _conditions(value: Any, key: str) -> Conditions:
     return Conditions(order=value.get("order", False), distinct=value.get("distinct", False), decimal=decimal)
 
 
-def _ambiguities(raw: dict[str, Any]) -> list[Ambiguity]:
+def _ambiguities(raw: dict[str, object]) -> list[Ambiguity]:
     out: list[Ambiguity] = []
     uqa = raw.get("user_query_ambiguity") or {}
     if not isinstance(uqa, dict):
         raise RecordProblem("key 'user_query_ambiguity': expected a mapping")
-    sources: list[tuple[str, str, Any]] = [
+    sources: list[tuple[str, str, object]] = [
         ("critical", "user_query_ambiguity.critical_ambiguity", uqa.get("critical_ambiguity")),
         ("non_critical", "user_query_ambiguity.non_critical_ambiguity", uqa.get("non_critical_ambiguity")),
         ("knowledge", "knowledge_ambiguity", raw.get("knowledge_ambiguity")),
@@ -135,7 +134,7 @@ def _ambiguities(raw: dict[str, Any]) -> list[Ambiguity]:
 # --------------------------------------------------------------------------- BIRD-Interact
 
 
-def bird_interact_items(raw: Any, source: str, dialects: Iterable[str]) -> list[Item]:
+def bird_interact_items(raw: object, source: str, dialects: Iterable[str]) -> list[Item]:
     """A BIRD-Interact record: one item for its dialect (the optional key ``dialect``, PostgreSQL
     when absent) when that dialect is requested, else none."""
     if not isinstance(raw, dict):
@@ -200,7 +199,7 @@ def bird_interact_items(raw: Any, source: str, dialects: Iterable[str]) -> list[
 # --------------------------------------------------------------------------- EvalBench
 
 
-def evalbench_items(raw: Any, source: str, dialects: Iterable[str]) -> list[Item]:
+def evalbench_items(raw: object, source: str, dialects: Iterable[str]) -> list[Item]:
     """An EvalBench standard-format record: one item per requested dialect it supports."""
     if not isinstance(raw, dict):
         raise RecordProblem(f"expected a JSON object, got {type(raw).__name__}")
@@ -248,7 +247,7 @@ def evalbench_items(raw: Any, source: str, dialects: Iterable[str]) -> list[Item
         raise
 
 
-def _per_dialect(value: Any, dialect: str, key: str, allow_null: bool = False) -> list[str]:
+def _per_dialect(value: object, dialect: str, key: str, allow_null: bool = False) -> list[str]:
     if value is None or value == {}:
         return []
     if not isinstance(value, dict):
@@ -259,7 +258,7 @@ def _per_dialect(value: Any, dialect: str, key: str, allow_null: bool = False) -
     return _str_list(entries, f"{key}.{dialect}")
 
 
-def _by_dialect(mapping: dict[Any, Any]) -> dict[str, Any]:
+def _by_dialect(mapping: dict[object, object]) -> dict[object, object]:
     """A per-dialect mapping keyed by our dialect names (``postgresql:`` is ``postgres``)."""
     return {normalise_dialect(k) if isinstance(k, str) else k: v for k, v in mapping.items()}
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evalbench.dataset.reader import MalformedRecord, iter_jsonl
 
@@ -40,7 +39,7 @@ class _Skip(ValueError):
     """Why one knowledge line is not used (the message names the key)."""
 
 
-def _entry_id(raw: dict[str, Any]) -> int:
+def _entry_id(raw: dict[str, object]) -> int:
     value = raw.get("id")
     if value is None:
         raise _Skip("key 'id' is missing")
@@ -56,11 +55,11 @@ def _entry_id(raw: dict[str, Any]) -> int:
     raise _Skip(f"key 'id': expected an integer, got {shown[:40]}")
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _entry(raw: Any) -> KnowledgeEntry:
+def _entry(raw: object) -> KnowledgeEntry:
     if not isinstance(raw, dict):
         raise _Skip(f"expected a JSON object, got {type(raw).__name__}")
     definition = raw.get("definition")

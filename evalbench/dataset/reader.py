@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from evalbench.core.errors import DatasetError
 
@@ -38,20 +38,20 @@ class _BadNumber:
         return f"number {shown} {self.why}"
 
 
-def _parse_float(text: str) -> Any:
+def _parse_float(text: str) -> object:
     value = float(text)
     if value in (float("inf"), float("-inf")):
         return _BadNumber(text, "is out of range")
     return value
 
 
-def _parse_int(text: str) -> Any:
+def _parse_int(text: str) -> object:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         return _BadNumber(text, f"has more than {MAX_INT_DIGITS} digits")
     return int(text)
 
 
-def _parse_constant(text: str) -> Any:
+def _parse_constant(text: str) -> object:
     return _BadNumber(text, "is not valid JSON")
 
 
@@ -63,7 +63,7 @@ _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that are not UTF-8, as dec
 @dataclass(frozen=True)
 class RawRecord:
     line: int
-    data: Any
+    data: object
 
 
 @dataclass(frozen=True)
@@ -192,10 +192,10 @@ def _undecodable(text: str, start: int, end: int) -> str | None:
     return f"not valid UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x})"
 
 
-def check_value(value: Any) -> str | None:
+def check_value(value: object) -> str | None:
     """Why a decoded record cannot be used (a string with a NUL or a lone surrogate, a number
     out of range, nesting deeper than :data:`MAX_DEPTH`), naming the key; None when it is fine."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    stack: list[tuple[object, str, int]] = [(value, "", 0)]
     while stack:
         node, where, depth = stack.pop()
         if isinstance(node, str):

@@ -17,7 +17,6 @@ import json
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from evalbench.core.items import Item, knowledge_refs
 from evalbench.dataset.knowledge import KnowledgeEntry
@@ -58,7 +57,7 @@ def _max_turn(facts: StateFacts) -> int:
 
 
 # what a template may name: facts known when a conversation's session opens
-VARIABLES: dict[str, Callable[[StateFacts], Any]] = {
+VARIABLES: dict[str, Callable[[StateFacts], object]] = {
     "database": lambda f: f.item.database,
     "dialect": lambda f: f.item.dialect,
     "item_id": lambda f: f.item.id,
@@ -70,12 +69,12 @@ VARIABLES: dict[str, Callable[[StateFacts], Any]] = {
     "max_turn": _max_turn,
 }
 
-DEFAULT_STATE: dict[str, Any] = {"database": "{database}", "dialect": "{dialect}"}
+DEFAULT_STATE: dict[str, object] = {"database": "{database}", "dialect": "{dialect}"}
 
 _FORMATTER = string.Formatter()
 
 
-def check_template(template: Any, key: str = "session_state") -> None:
+def check_template(template: object, key: str = "session_state") -> None:
     """A ValueError naming the key of the first placeholder that is not a known variable (or that
     is not a plain name: no attributes, indexes or format specs)."""
     if isinstance(template, str):
@@ -93,15 +92,19 @@ def check_template(template: Any, key: str = "session_state") -> None:
             check_template(v, f"{key}[{i}]")
 
 
-def render_state(template: Any, facts: StateFacts) -> Any:
+def render_state(template: dict[str, object], facts: StateFacts) -> dict[str, object]:
     """``template`` with every placeholder replaced by its value for ``facts``."""
+    return {k: _rendered(v, facts) for k, v in template.items()}
+
+
+def _rendered(template: object, facts: StateFacts) -> object:
     if isinstance(template, str):
         parsed = list(_FORMATTER.parse(template))
         if len(parsed) == 1 and parsed[0][0] == "" and parsed[0][1] is not None:
             return VARIABLES[parsed[0][1]](facts)  # exactly one placeholder: the value, typed
         return template.format_map({name: VARIABLES[name](facts) for _, name, _, _ in parsed if name})
     if isinstance(template, dict):
-        return {k: render_state(v, facts) for k, v in template.items()}
+        return {k: _rendered(v, facts) for k, v in template.items()}
     if isinstance(template, list):
-        return [render_state(v, facts) for v in template]
+        return [_rendered(v, facts) for v in template]
     return template
