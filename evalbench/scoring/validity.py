@@ -38,6 +38,7 @@ from evalbench.core.conversation import PhaseRecord, follow_up_phase
 from evalbench.dataset import Item
 from evalbench.scoring.execution import golden_is_ordered, tie_key_positions
 from evalbench.scoring.semantics import ResultRules, execute_golden, golden_mode, golden_problem
+from evalbench.scoring.test_case_runner import TestCaseOptions
 from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
 from evalbench.sql.statements import last_statement, split_statements, sqlglot_dialect
 
@@ -220,16 +221,18 @@ class GoldenCheck:
         cases, preprocess, clean_up = test_cases_of(item, phase)
         if not cases:
             return []
-        options = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up,
-                       timeout_s=self.test_cases.timeout_s, statement_timeout_s=self.test_cases.statement_timeout_s,
-                       preprocess_errors=self.rules.preprocess_errors, lock=sandbox.write_lock)
+        options: TestCaseOptions = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up,
+                                        timeout_s=self.test_cases.timeout_s,
+                                        statement_timeout_s=self.test_cases.statement_timeout_s,
+                                        preprocess_errors=self.rules.preprocess_errors)
+        lock = sandbox.write_lock
         golden, name = list(phase.golden_sql), phase.phase.value
-        verdicts = run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, golden, golden, **options)
+        verdicts = run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, golden, golden, lock=lock, **options)
         failed = [Finding("error", f"test case {i}/{len(cases)} fails for the golden SQL ({v.kind}): {v.message}", name, True)
                   for i, v in enumerate(verdicts, 1) if not v.passed]
         if failed:
             return failed
-        if all(v.passed for v in run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, [NO_OP_SQL], golden, **options)):
+        if all(v.passed for v in run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, [NO_OP_SQL], golden, lock=lock, **options)):
             return [Finding("warning", "test cases all pass for a statement that changes nothing: they cannot tell a "
                                        "right answer from no answer", name)]
         return []
