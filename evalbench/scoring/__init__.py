@@ -9,7 +9,7 @@ shown in every summary next to the denominator.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from evalbench.core import registries
 from evalbench.core.registry import Registry
@@ -28,12 +28,13 @@ class Scorer(Protocol):
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score: ...
 
 
-ScorerFactory = Callable[[dict[str, Any]], Scorer]
+# (its options: the mapping the config wrote, or an instance of the factory's pydantic ``Config``) -> Scorer
+ScorerFactory = Callable[..., Scorer]
 # built-ins and plugins (docs/extending.md), listed in evalbench.core.registries
 SCORERS: Registry[ScorerFactory] = registries.SCORERS
 
 
-def build_scorers(spec: Mapping[str, dict[str, Any] | None]) -> list[Scorer]:
+def build_scorers(spec: Mapping[str, dict[str, object] | None]) -> list[Scorer]:
     """One scorer per entry; a factory with a pydantic ``Config`` gets its options as that model."""
     from evalbench.config.plugins import parse_options
 

@@ -45,10 +45,11 @@ judged by this scorer (it counts towards ``success``); otherwise it only reports
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from evalbench.backends.base import ExecutionResult
 from evalbench.core.conversation import Conversation, PhaseRecord
+from evalbench.core.json_types import JsonDict
 from evalbench.scoring import Score
 from evalbench.scoring.answer_rules import (
     Context,
@@ -60,7 +61,8 @@ from evalbench.scoring.answer_rules import (
     misaligned_rows,
 )
 from evalbench.scoring.answer_text import Mention, cell_kind, clean, numbers_in, read_mentions
-from evalbench.scoring.compare import EMPTY_GOLD_POLICIES
+from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, EmptyGold
+from evalbench.scoring.options import integer
 
 NAME = "answer_match"
 OPTIONS = ("max_cells", "empty_gold", "llmrater")
@@ -84,7 +86,7 @@ def _word_found(words: tuple[str, ...], text: str) -> bool:
     return any(re.search(r"(?<!\w)" + word + r"(?!\w)", text, re.IGNORECASE) for word in words)
 
 
-def _shown(values: list[Any]) -> str:
+def _shown(values: Sequence[object]) -> str:
     return ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values[:3])
 
 
@@ -97,22 +99,23 @@ class AnswerMatch:
     name = NAME
     is_metric = False
 
-    def __init__(self, options: dict[str, Any] | None) -> None:
+    def __init__(self, options: Mapping[str, object] | None) -> None:
         options = options or {}
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise ValueError(f"answer_match options: unknown {unknown} (known: {', '.join(OPTIONS)})")
-        self.max_cells = int(options.get("max_cells", 50))
-        self.empty_gold = options.get("empty_gold", "fail")
-        if self.empty_gold not in EMPTY_GOLD_POLICIES:
+        self.max_cells = integer(options.get("max_cells", 50))
+        empty_gold = options.get("empty_gold", "fail")
+        if empty_gold not in EMPTY_GOLD_POLICIES:
             raise ValueError(f"answer_match: empty_gold must be one of {', '.join(EMPTY_GOLD_POLICIES)}")
+        self.empty_gold: EmptyGold = empty_gold
         self.judge = None
         if options.get("llmrater") is not None:
             from evalbench.scoring.answer_rater import AnswerRater
 
             self.judge = AnswerRater(options["llmrater"])
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonDict:
         return {"scorer": NAME, "max_cells": self.max_cells, "empty_gold": self.empty_gold,
                 "judge": self.judge.describe() if self.judge is not None else None}
 
@@ -211,11 +214,12 @@ class AnswerMatch:
                      flags=("judge_disagrees", *judged.flags), usage=judged.usage)
 
 
-def _missing(text: str, golden: Golden, mentions: list[Mention]) -> tuple[list[Any], list[Any]]:
+def _missing(text: str, golden: Golden, mentions: list[Mention]) -> tuple[list[object], list[object]]:
     """The golden cells the answer does not state, and among them those it only denies."""
     stated = {i for m in mentions if not m.negated for i in m.cells}
     negated = {i for m in mentions if m.negated for i in m.cells}
-    missing, denied = [], []
+    missing: list[object] = []
+    denied: list[object] = []
     for index, cell in enumerate(golden.cells):
         found = _word_found(_TRUE if cell else _FALSE, text) if cell_kind(cell) == "bool" else index in stated
         if not found:

@@ -5,11 +5,10 @@ question, the golden SQL and result, and the agent's answer in words
 
 from __future__ import annotations
 
-from typing import Any
-
 from evalbench.clients.calls import truncate
 from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.core.errors import ConfigError
+from evalbench.core.json_types import JsonDict
 from evalbench.scoring import Score
 from evalbench.scoring.llmrater import QUESTION_CHARS, LlmRater, prompt_values
 
@@ -20,14 +19,14 @@ class AnswerRater(LlmRater):
     name = "answer_match.llmrater"
     prompt_name, required_placeholder, config_key = "answer_rater.txt", "{answer}", "scorers.answer_match.llmrater"
 
-    def __init__(self, options: dict[str, Any] | None) -> None:
+    def __init__(self, options: object) -> None:
         try:
             super().__init__(options)
         except ConfigError as exc:  # name the option where it is written
             key = (exc.key or "").replace("scorers.llmrater", self.config_key, 1) or self.config_key
             raise ConfigError(exc.message.replace("llmrater:", "answer_match.llmrater:", 1), key=key) from None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonDict:
         return super().describe() | {"scorer": self.name}
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:

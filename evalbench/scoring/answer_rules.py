@@ -24,12 +24,12 @@ with examples). Given the mentions read by :mod:`evalbench.scoring.answer_text`,
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 from evalbench.scoring.answer_text import Mention, cell_kind, dates_in, normal, numbers_in
 
@@ -80,12 +80,12 @@ class Golden:
     """The golden result as ``answer_match`` reads it: distinct non-NULL cells, and each distinct
     row as the set of its cells' indices."""
 
-    cells: list[Any]
+    cells: list[object]
     rows: list[frozenset[int]]
     columns: list[str]
 
     @classmethod
-    def of(cls, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> Golden:
+    def of(cls, rows: Sequence[Sequence[object]], columns: Sequence[str]) -> Golden:
         cells = list(dict.fromkeys(v for row in rows for v in row if v is not None and _stated(v)))
         index = {_key(c): i for i, c in enumerate(cells)}
         sets = [frozenset(index[_key(v)] for v in row if v is not None and _key(v) in index) for row in rows]
@@ -96,11 +96,11 @@ class Golden:
         return [str(c) for c in self.cells if cell_kind(c) == "text"]
 
 
-def _stated(value: Any) -> bool:
+def _stated(value: object) -> bool:
     return cell_kind(value) != "text" or bool(normal(str(value)))
 
 
-def _key(value: Any) -> tuple[str, Any]:
+def _key(value: object) -> tuple[str, object]:
     return (type(value).__name__, value)
 
 
@@ -111,7 +111,7 @@ class Context:
 
     text: str
     numbers: frozenset[Decimal]
-    dates: frozenset[Any]
+    dates: frozenset[dt.date]
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> Context:

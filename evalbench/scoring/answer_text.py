@@ -128,7 +128,7 @@ def _month(name: str) -> int:
 # --------------------------------------------------------------------------- golden cells
 
 
-def cell_kind(value: Any) -> str:
+def cell_kind(value: object) -> str:
     """How a golden cell is written: bool, number, datetime, date, time or text."""
     if isinstance(value, bool):
         return "bool"
@@ -154,14 +154,14 @@ def _text_pattern(value: str) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)" + body + r"(?!\w)", 0 if short else re.IGNORECASE)
 
 
-def _number(value: Any) -> Decimal:
+def _number(value: int | float | Decimal) -> Decimal:
     return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
 
 
 # --------------------------------------------------------------------------- reading the mentions
 
 
-def read_mentions(text: str, cells: Sequence[Any]) -> list[Mention]:
+def read_mentions(text: str, cells: Sequence[object]) -> list[Mention]:
     """Every value written in ``text`` (cleaned), in order, each with the golden cells it may state."""
     kinds = [cell_kind(c) for c in cells]
     taken = bytearray(len(text))  # characters already read as a value
@@ -190,20 +190,22 @@ def read_mentions(text: str, cells: Sequence[Any]) -> list[Mention]:
         clock = time_of(m.groups())
         if clock is not None and free(m.start(), m.end()):
             add(m.start(), m.end(), "time", clock,
-                (i for i, c in enumerate(cells) if kinds[i] == "time" and c.strftime("%H:%M") == clock.strftime("%H:%M")))
+                (i for i, c in enumerate(cells)
+                 if kinds[i] == "time" and isinstance(c, dt.time) and c.strftime("%H:%M") == clock.strftime("%H:%M")))
     for m in NUMBER.finditer(text):
         values = number_values(m)
         if values and free(m.start(), m.end()):
             add(m.start(), m.end(), "number", values,
-                (i for i, c in enumerate(cells) if kinds[i] == "number" and number_found(_number(c), values)))
+                (i for i, c in enumerate(cells)
+                 if kinds[i] == "number" and isinstance(c, (int, float, Decimal)) and number_found(_number(c), values)))
     found.sort(key=lambda mention: mention.start)
     return _with_negations(text, found)
 
 
-def _date_states(cell: Any, kind: str, date: dt.date, clock: dt.time | None) -> bool:
+def _date_states(cell: object, kind: str, date: dt.date, clock: dt.time | None) -> bool:
     if kind == "date":
         return bool(cell == date)
-    if kind != "datetime" or cell.date() != date:
+    if kind != "datetime" or not isinstance(cell, dt.datetime) or cell.date() != date:
         return False
     if cell.time().replace(second=0, microsecond=0) == dt.time():
         return clock is None or clock == dt.time()

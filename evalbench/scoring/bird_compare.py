@@ -31,7 +31,6 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from evalbench.backends.base import ExecutionResult
 
@@ -126,7 +125,7 @@ def clean_sql(sqls: Sequence[str]) -> list[str]:
 # --------------------------------------------------------------------------- results
 
 
-def last_rows(statement: str, result: ExecutionResult) -> list[tuple[Any, ...]] | None:
+def last_rows(statement: str, result: ExecutionResult) -> list[tuple[object, ...]] | None:
     """The rows ``execute_queries`` keeps for the last statement of a script: at most 10,000 when
     the statement's text starts with ``select`` or ``with``, else everything ``fetchall`` gives;
     None for a statement that returns no rows (an UPDATE, a CREATE)."""
@@ -145,7 +144,7 @@ _ADDRESSES = (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Interf
               ipaddress.IPv4Network, ipaddress.IPv6Network)
 
 
-def psycopg2_value(value: Any) -> Any:
+def psycopg2_value(value: object) -> object:
     """The Python value psycopg2 (upstream's driver) gives for what psycopg 3 loaded: uuid, inet
     and cidr as text; a uuid or inet array as the server's array text (psycopg2 has no array
     loader for them); a record as the server's record text; bytea as a memoryview; ranges as
@@ -165,7 +164,7 @@ def psycopg2_value(value: Any) -> Any:
     return value
 
 
-def _record_field(value: Any) -> str:
+def _record_field(value: object) -> str:
     """One field as PostgreSQL's record output writes it (record_out's quoting)."""
     if value is None:
         return ""
@@ -175,7 +174,7 @@ def _record_field(value: Any) -> str:
     return text
 
 
-def _round_nested(value: Any) -> Any:
+def _round_nested(value: object) -> object:
     """``process_decimals_recursive``: Decimals quantized half-up, floats through ``round``."""
     if isinstance(value, decimal.Decimal):
         return value.quantize(_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=_CONTEXT)
@@ -188,7 +187,7 @@ def _round_nested(value: Any) -> Any:
     return value
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     if isinstance(value, dt.date):  # datetime is a date too: the time of day is dropped
         return value.strftime("%Y-%m-%d")
     rounded = _round_nested(value)
@@ -197,7 +196,7 @@ def _cell(value: Any) -> Any:
     return rounded
 
 
-def preprocess_rows(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+def preprocess_rows(rows: Sequence[Sequence[object]]) -> list[tuple[object, ...]]:
     """``preprocess_results(rows, decimal_places=2)`` over psycopg2-typed rows."""
     return [tuple(_cell(psycopg2_value(v)) for v in row) for row in rows]
 

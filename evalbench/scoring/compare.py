@@ -22,14 +22,14 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
-from typing import Any, Literal
+from typing import Final, Literal
 
 from evalbench.backends.base import ExecutionResult
 from evalbench.dataset import Conditions
 
 FLOAT_TOLERANCE = 1e-9  # relative, between two floats only (double precision arithmetic differs by plan)
 EmptyGold = Literal["fail", "pass", "n/a"]
-EMPTY_GOLD_POLICIES: tuple[str, ...] = ("fail", "pass", "n/a")
+EMPTY_GOLD_POLICIES: Final = ("fail", "pass", "n/a")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def round_half_up(value: Decimal | float, places: int) -> Decimal:
     return number.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP, context=Context(prec=digits))
 
 
-def normalise_value(value: Any, decimal: int = -1) -> Hashable:
+def normalise_value(value: object, decimal: int = -1) -> Hashable:
     """A hashable, type-normalised form of one cell. Numbers keep their exact value (a Decimal and
     a float are equal only when their values are: Python compares them exactly); with
     ``decimal`` ≥ 0 they are rounded half-up first. Dates and times by ISO text; JSON by
@@ -80,7 +80,7 @@ def normalise_value(value: Any, decimal: int = -1) -> Hashable:
     return str(value)
 
 
-def normalise_rows(rows: Sequence[tuple[Any, ...]], decimal: int = -1) -> list[tuple[Hashable, ...]]:
+def normalise_rows(rows: Sequence[Sequence[object]], decimal: int = -1) -> list[tuple[Hashable, ...]]:
     return [tuple(normalise_value(v, decimal) for v in row) for row in rows]
 
 
@@ -201,7 +201,7 @@ def _is_number(v: Hashable) -> bool:
     return isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
 
 
-def _sort_key(row: tuple[Hashable, ...]) -> tuple[tuple[int, Any], ...]:
+def _sort_key(row: tuple[Hashable, ...]) -> tuple[tuple[int, Hashable], ...]:
     # A total order over mixed cells: None first, then numbers, then everything else as text.
     return tuple((0, 0) if v is None else (1, v) if _is_number(v) else (2, str(v)) for v in row)
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
 
 import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.core.conversation import Conversation, PhaseRecord
+from evalbench.core.json_types import JsonDict
 from evalbench.scoring import Score, bird_compare
 from evalbench.scoring.compare import compare
 from evalbench.scoring.hard_coded import READS_NO_TABLE, hard_coded
@@ -86,7 +87,7 @@ class ExecMatch:
     is_metric = False
     OPTIONS = ("column_permutations", "semantics", "empty_gold")
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, object]) -> None:
         unknown = set(options) - set(self.OPTIONS)
         if unknown:
             raise ValueError(f"exec_match options: unknown {sorted(unknown)} (known: {', '.join(self.OPTIONS)})")
@@ -95,7 +96,7 @@ class ExecMatch:
         if self.permute_columns and self.rules.bird:
             raise ValueError("exec_match: column_permutations applies to semantics: evalbench only")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonDict:
         return {"scorer": self.name, **self.rules.describe(), "column_permutations": self.permute_columns}
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
@@ -174,7 +175,7 @@ class Executable:
     name = "executable"
     is_metric = False
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, object]) -> None:
         pass
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:

@@ -18,7 +18,7 @@ import resource
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 # --------------------------------------------------------------------------- resource limits
 
@@ -120,7 +120,21 @@ _O_WRITE = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000  # O_WRONLY | O_RDWR | O_CREAT | 
 _CLONE_THREAD = 0x10000
 _TIOCSTI = 0x5412
 
-_X86_64: dict[str, Any] = dict(
+
+
+class SyscallTable(TypedDict):
+    """An architecture's syscall numbers (``open``: None where there is none)."""
+
+    arch: int
+    open: int | None
+    openat: int
+    clone: int
+    ioctl: int
+    eperm: list[int]
+    enosys: list[int]
+
+
+_X86_64 = SyscallTable(
     arch=0xC000003E, open=2, openat=257, clone=56, ioctl=16,
     eperm=[41, 53, 42, 49, 50, 43, 288, 59, 322, 57, 58, 85, 87, 263, 82, 264, 316, 83, 258, 84, 88, 266, 86, 265, 90, 91,
            268, 452, 92, 93, 94, 260, 76, 77, 133, 259, 132, 235, 280, 261, 101, 310, 311, 62, 200, 234, 129, 297, 424,
@@ -128,7 +142,7 @@ _X86_64: dict[str, Any] = dict(
            135, 246, 175, 313, 176, 169, 167, 163, 179, 160, 302],
     enosys=[435, 437],  # clone3, openat2: callers fall back to clone / openat, which are checked
 )
-_AARCH64: dict[str, Any] = dict(
+_AARCH64 = SyscallTable(
     arch=0xC00000B7, open=None, openat=56, clone=220, ioctl=29,
     eperm=[198, 199, 200, 201, 202, 203, 242, 221, 281, 35, 38, 276, 34, 36, 37, 52, 53, 452, 55, 54, 45, 46, 33, 88,
            117, 270, 271, 129, 130, 131, 138, 240, 424, 434, 438, 157, 154, 40, 39, 41, 51, 268, 97, 280, 241, 219, 217,
@@ -157,7 +171,7 @@ def _arg(index: int) -> int:
     return 16 + 8 * index  # the low 32 bits of seccomp_data.args[index] (little endian)
 
 
-def seccomp_program(table: dict[str, Any]) -> list[tuple[int, int, int, int]]:
+def seccomp_program(table: SyscallTable) -> list[tuple[int, int, int, int]]:
     """The BPF program for an architecture's syscall table (see the module doc)."""
     prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, table["arch"]), (_RET, 0, 0, _KILL), (_LD, 0, 0, 0)]
     if table["arch"] == _X86_64["arch"]:
@@ -179,7 +193,7 @@ def seccomp_program(table: dict[str, Any]) -> list[tuple[int, int, int, int]]:
 
 def seccomp() -> str | None:
     """Install the filter (after which it cannot be removed). None when the platform has none."""
-    table: dict[str, Any] | None = {"x86_64": _X86_64, "aarch64": _AARCH64}.get(platform.machine())
+    table: SyscallTable | None = {"x86_64": _X86_64, "aarch64": _AARCH64}.get(platform.machine())
     if table is None or not sys.platform.startswith("linux"):
         return None
     program = seccomp_program(table)

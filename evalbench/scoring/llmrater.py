@@ -52,7 +52,6 @@ import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -63,6 +62,7 @@ from evalbench.config.agents import default_prompt
 from evalbench.config.types import GenaiClientOptions, ResolvedPath
 from evalbench.core import deadline
 from evalbench.core.conversation import Conversation, Phase, PhaseRecord
+from evalbench.core.json_types import JsonDict
 from evalbench.core.usage import CallUsage
 from evalbench.scoring import Score
 from evalbench.scoring.options import config_error
@@ -86,7 +86,7 @@ REASON_KEPT = 500  # characters of the judge's reason kept in the detail
 ERROR_KEPT = 300  # characters of a failed vote's error kept in the detail
 
 # The response schema of every call (REST form: an OpenAPI subset, as google-genai's types.Schema).
-RESPONSE_SCHEMA: dict[str, Any] = {
+RESPONSE_SCHEMA: JsonDict = {
     "type": "OBJECT",
     "properties": {
         "verdict": {"type": "STRING", "enum": list(VERDICTS), "description": "whether the SQL answers the question"},
@@ -126,7 +126,7 @@ class LlmRaterOptions(GenaiClientOptions):
 _FIELD_OF_ALIAS = {f.alias: name for name, f in LlmRaterOptions.model_fields.items() if f.alias}
 
 
-def parse_options(options: Any) -> LlmRaterOptions:
+def parse_options(options: object) -> LlmRaterOptions:
     """The validated options; a :class:`ConfigError` naming ``scorers.llmrater.<option>`` otherwise."""
     if options is None:
         options = {}
@@ -176,7 +176,7 @@ def render(template: str, values: dict[str, str]) -> str:
     return pattern.sub(lambda m: values[m.group(0)[1:-1]], template)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     text = "NULL" if value is None else str(value)
     text = text.replace("\r", "\\r").replace("\n", "\\n")
     return text if len(text) <= CELL_CHARS else text[:CELL_CHARS] + "…"
@@ -305,7 +305,7 @@ class LlmRater:
     is_metric = False
     prompt_name, required_placeholder, config_key = PROMPT, REQUIRED_PLACEHOLDER, f"scorers.{NAME}"
 
-    def __init__(self, options: dict[str, Any] | None) -> None:
+    def __init__(self, options: object) -> None:
         from google.genai import types
 
         from evalbench.clients.genai import make_genai_client
@@ -333,7 +333,7 @@ class LlmRater:
 
         return redact_url(self.options.base_url) if self.options.base_url else None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonDict:
         """What the run manifest records about the judge."""
         o = self.options
         return {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.scoring import Score
@@ -14,7 +14,7 @@ class TurnCount:
     name = "turn_count"
     is_metric = True
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, object]) -> None:
         pass
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:

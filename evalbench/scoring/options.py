@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from evalbench.core.errors import ConfigError
 
-__all__ = ["ScorerOptions", "config_error", "no_options"]
+__all__ = ["ScorerOptions", "config_error", "integer", "no_options", "real"]
 
 # What a scorer's factory receives: its options as the run config wrote them (None: none given).
 ScorerOptions = Mapping[str, object] | None
@@ -23,3 +23,19 @@ def no_options(scorer: str, options: ScorerOptions, allowed: tuple[str, ...] = (
     if unknown:
         takes = f"only {', '.join(allowed)}" if allowed else "no options"
         raise config_error(scorer, f"takes {takes}, got {', '.join(unknown)}", unknown[0])
+
+
+def integer(value: object) -> int:
+    """``int(value)`` of an option as the config wrote it: a TypeError for what is neither a
+    number nor text (as ``int`` raises), a ValueError for text that is not an integer."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"int() argument must be a string, a bytes-like object or a real number, not '{type(value).__name__}'")
+
+
+def real(value: object) -> float:
+    """``float(value)`` of an option as the config wrote it: a TypeError for what is neither a
+    number nor text (as ``float`` raises), a ValueError for text that is not a number."""
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"float() argument must be a string or a real number, not '{type(value).__name__}'")

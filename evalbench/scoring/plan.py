@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from evalbench.core.json_types import JsonDict
 from evalbench.scoring import Scorer, build_scorers
 from evalbench.scoring.primary import PrimaryPolicy, parse_primary
 from evalbench.scoring.semantics import ResultRules
@@ -17,7 +17,7 @@ _RULE_SCORERS = ("exec_match",)  # the scorers whose options carry the semantics
 
 @dataclass(frozen=True)
 class ScoringPlan:
-    scorers: dict[str, dict[str, Any]]  # name -> options, as they are built
+    scorers: dict[str, dict[str, object]]  # name -> options, as they are built
     rules: ResultRules
     primary: PrimaryPolicy
     added: list[str] = field(default_factory=list)  # not listed under scorers:, run for the primary verdict
@@ -26,7 +26,7 @@ class ScoringPlan:
     def build(self) -> list[Scorer]:
         return build_scorers(self.scorers)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonDict:
         """What the manifest records and ``compare`` / ``--baseline`` check."""
         return {**self.rules.describe(), "semantics_source": self.semantics_source, **self.primary.describe(),
                 "scorers_added": list(self.added)}
@@ -40,7 +40,7 @@ class ScoringPlan:
         return f"semantics: {self.rules.semantics} ({why}{empty}); primary: {decides}{nl}"
 
 
-def plan_scoring(scorers: Mapping[str, dict[str, Any] | None], primary: Mapping[str, Any] | None,
+def plan_scoring(scorers: Mapping[str, Mapping[str, object] | None], primary: Mapping[str, object] | None,
                  accept_nl_answers: bool, dataset_format: str | None) -> ScoringPlan:
     """Resolve the scoring of a run; raises ValueError for inconsistent settings."""
     spec = {name: dict(options or {}) for name, options in scorers.items()}

@@ -11,11 +11,12 @@ question answered in words (no SQL) is judged by ``answer_match``. The order of 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # the key's syntax is read with the config schema (which imports no scorer); kept importable here
 from evalbench.config.primary import DEFAULT_PRIMARY as DEFAULT_PRIMARY
 from evalbench.config.primary import parse_primary as parse_primary
+from evalbench.core.json_types import JsonDict
 
 if TYPE_CHECKING:
     from evalbench.core.conversation import PhaseRecord
@@ -53,7 +54,7 @@ class PrimaryPolicy:
                 return name
         return None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonDict:
         """What the manifest records (compare and --baseline refuse runs where it differs)."""
         return {"primary": {key: list(names) for key, names in sorted(self.mapping.items())},
                 "accept_nl_answers": self.accept_nl_answers}

@@ -17,9 +17,11 @@ alternatives (any may match).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
+from evalbench.core.json_types import JsonDict
 from evalbench.scoring.bird_compare import clean_sql
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, EmptyGold
 from evalbench.scoring.temp_objects import writes_only_temporary
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from evalbench.core.conversation import PhaseRecord
 
 Semantics = Literal["bird_interact", "evalbench"]
-SEMANTICS: tuple[str, ...] = ("bird_interact", "evalbench")
+SEMANTICS: Final = ("bird_interact", "evalbench")
 
 
 def default_semantics(dataset_format: str | None) -> Semantics:
@@ -46,7 +48,7 @@ class ResultRules:
     empty_gold: EmptyGold = "fail"
 
     @classmethod
-    def from_options(cls, options: dict[str, Any] | None, dataset_format: str | None) -> ResultRules:
+    def from_options(cls, options: Mapping[str, object] | None, dataset_format: str | None) -> ResultRules:
         """Read ``semantics`` and ``empty_gold`` from ``exec_match``'s options (defaults by format)."""
         options = options or {}
         semantics = options.get("semantics") or default_semantics(dataset_format)
@@ -64,7 +66,7 @@ class ResultRules:
     def bird(self) -> bool:
         return self.semantics == "bird_interact"
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonDict:
         return {"semantics": self.semantics, "empty_gold": self.empty_gold}
 
     def golden_runs(self, phase: PhaseRecord) -> list[list[str]]:

@@ -13,14 +13,25 @@ are compared instead of the tables.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 
-from evalbench.backends.base import DatabaseUnavailable
-from evalbench.backends.fingerprint import differences
+from evalbench.backends.base import DatabaseUnavailable, ExecutionResult, WriteTransaction
+from evalbench.backends.fingerprint import Fingerprint, differences
 from evalbench.core.conversation import Conversation, PhaseRecord
 from evalbench.scoring import Score
 from evalbench.scoring.compare import EMPTY_GOLD_POLICIES, normalise_rows
 from evalbench.sql.statements import split_statements
+
+
+@dataclass(frozen=True, eq=True)
+class EvalQueryResults:
+    """The state as the item's ``eval_query`` statements see it: their rows (normalised, as a multiset)."""
+
+    rows: Counter[tuple[Hashable, ...]]
+
+
+State = Fingerprint | EvalQueryResults  # what is compared: the tables' fingerprint, or the eval_query results
 
 
 class StateMatch:
@@ -29,7 +40,7 @@ class StateMatch:
     name = "state_match"
     is_metric = False
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, object]) -> None:
         unknown = set(options) - {"no_change"}
         if unknown:
             raise ValueError(f"state_match options: unknown {sorted(unknown)} (known: no_change)")
@@ -61,10 +72,11 @@ class StateMatch:
             statements = [s for run in runs for text in run for s in split_statements(text, dialect)]
             statements += [s for s in split_statements(phase.sql or "", dialect)]
 
-            def inspect(t: Any) -> Any:
+            def inspect(t: WriteTransaction) -> State:
                 if eval_query:
-                    return {"eval_query": Counter(tuple(r) for q in eval_query for r in normalise_rows(t.rows(q)))}
-                return t.fingerprint(statements)
+                    return EvalQueryResults(Counter(tuple(r) for q in eval_query for r in normalise_rows(t.rows(q))))
+                fingerprint: Fingerprint = t.fingerprint(statements)
+                return fingerprint
 
             before = inspect(tx)
             predicted_result, predicted = tx.run([phase.sql], inspect)
@@ -85,7 +97,7 @@ class StateMatch:
             return Score(0.0, False, detail="the predicted SQL changed nothing", flags=("no_change",))
         return Score(0.0, False, detail=f"different database state: {reasons[0] if reasons else 'no golden SQL'}")
 
-    def _no_change(self, predicted_result: Any, predicted: Any, before: Any) -> Score:
+    def _no_change(self, predicted_result: ExecutionResult, predicted: State | None, before: State) -> Score:
         """The golden SQL changes nothing: it cannot tell a right statement from a no-op."""
         if self.no_change == "n/a":
             return Score(None, None, applicable=False, detail="the golden SQL changes nothing (no_change: n/a)", flags=("empty_gold",))
@@ -95,13 +107,13 @@ class StateMatch:
                                         "no-op (no_change: fail)", flags=("empty_gold",))
 
 
-def _covered(state: Any) -> str:
-    if "eval_query" in state:
+def _covered(state: State) -> str:
+    if isinstance(state, EvalQueryResults):
         return "eval_query results"
     return f"{len(state) - 1} table(s) and the schema"
 
 
-def _diff(golden: Any, predicted: Any) -> list[str]:
-    if "eval_query" in golden:
+def _diff(golden: State, predicted: State) -> list[str]:
+    if isinstance(golden, EvalQueryResults) or isinstance(predicted, EvalQueryResults):  # both are, or neither
         return ["the eval_query results differ"]
     return differences(golden, predicted) or ["the states differ"]

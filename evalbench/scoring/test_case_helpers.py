@@ -19,7 +19,26 @@ as upstream does, or runs under a savepoint of the one transaction that is rolle
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Literal, TypedDict, overload
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.abc import Params
+    from psycopg.rows import TupleRow
+
+Rows = list[tuple[object, ...]]  # the rows of a statement, as the driver reads them
+Queries = str | Sequence[str] | None  # what a test case passes as ``queries``, ``pred_sqls`` or ``sol_sqls``
+# a DB-API cursor's description: (name, type_code, display_size, internal_size, precision, scale, null_ok)
+Description = list[tuple[str, int, None, None, None, None, None]]
+
+
+class CursorAnswer(TypedDict):
+    """What ``conn.cursor().execute`` of a test case gets back."""
+
+    description: Description | None
+    rows: Rows
+    rowcount: int
 
 MAX_ROWS = 10_000  # postgresql_utils.perform_query_on_postgresql_databases
 TRANSACTION_CONTROL = frozenset({"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE",
@@ -27,17 +46,17 @@ TRANSACTION_CONTROL = frozenset({"BEGIN", "START", "COMMIT", "END", "ROLLBACK", 
 
 
 class Helpers:
-    def __init__(self, conn: Any, statement_timeout_ms: int, commit_each: bool) -> None:
+    def __init__(self, conn: psycopg.Connection[TupleRow], statement_timeout_ms: int, commit_each: bool) -> None:
         self.conn = conn
         self.timeout = statement_timeout_ms
         self.commit_each = commit_each
         self.counter = 0
         self.errors: list[str] = []  # SQL errors the helpers swallowed, for the failure message
         self.agent_statements: set[str] = set()  # run through the extended protocol: one command each
-        self.pred_query_result: Any = None
+        self.pred_query_result: Rows | None = None
         self.in_unit = False  # inside run_unit: statements are committed together at its end
 
-    def run_unit(self, statements: list[str], db_name: str = "") -> tuple[Any, bool, bool]:
+    def run_unit(self, statements: list[str], db_name: str = "") -> tuple[Rows | None, bool, bool]:
         """The agent's script as BIRD-Interact's ``batch_eval`` runs a ``pred_sqls`` entry (one
         ``cursor.execute`` of the whole text, then a commit): one transaction, rolled back whole
         at its first error or timeout. (rows of the last statement, error, timeout)."""
@@ -56,7 +75,16 @@ class Helpers:
                 self.errors.append(f"committing the agent's SQL: {exc}")
         return result, error, timeout
 
-    def run_statement(self, statement: str, params: Any = None, *, cursor_result: bool = False) -> Any:
+    @overload
+    def run_statement(self, statement: str, params: Params | None = None, *,
+                      cursor_result: Literal[False] = False) -> Rows | None: ...
+
+    @overload
+    def run_statement(self, statement: str, params: Params | None = None, *,
+                      cursor_result: Literal[True]) -> CursorAnswer: ...
+
+    def run_statement(self, statement: str, params: Params | None = None, *,
+                      cursor_result: bool = False) -> Rows | CursorAnswer | None:
         """One statement, committed alone or under a savepoint; its rows (None when it returns
         none), or with ``cursor_result`` a DB-API-like description, rows and row count."""
         import psycopg
@@ -76,7 +104,7 @@ class Helpers:
                 cursor = self.conn.execute(statement, binary=True)
             else:
                 cursor = self.conn.execute(statement, params) if params is not None else self.conn.execute(statement)
-            rows = _fetch(cursor, statement) if not cursor_result else {
+            rows: Rows | CursorAnswer | None = _fetch(cursor, statement) if not cursor_result else {
                 "description": [(c.name, c.type_code, None, None, None, None, None) for c in cursor.description or []]
                 or None, "rows": cursor.fetchmany(MAX_ROWS) if cursor.description else [], "rowcount": cursor.rowcount}
         except psycopg.Error as exc:
@@ -93,10 +121,9 @@ class Helpers:
             self.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         return rows
 
-    def cursor_execute(self, statement: str, params: Any = None) -> dict[str, Any]:
+    def cursor_execute(self, statement: str, params: Params | None = None) -> CursorAnswer:
         """``conn.cursor().execute(statement, params)`` of a test case."""
-        result: dict[str, Any] = self.run_statement(statement, params, cursor_result=True)
-        return result
+        return self.run_statement(statement, params, cursor_result=True)
 
     def transaction_control(self, op: str) -> None:
         """``conn.commit()`` / ``conn.rollback()`` of a test case: real on a throwaway copy, nothing
@@ -104,7 +131,8 @@ class Helpers:
         if self.commit_each:
             self.conn.commit() if op == "commit" else self.conn.rollback()
 
-    def perform_query_on_postgresql_databases(self, query: str, db_name: str = "", conn: Any = None) -> tuple[Any, Any]:
+    def perform_query_on_postgresql_databases(self, query: str, db_name: str = "",
+                                              conn: object = None) -> tuple[Rows | None, object]:
         from evalbench.sql.statements import split_statements
 
         result = None
@@ -112,8 +140,8 @@ class Helpers:
             result = self.run_statement(statement)
         return result, conn
 
-    def execute_queries(self, queries: Any, db_name: str = "", conn: Any = None, logger: Any = None,
-                        section_title: str = "", is_solution: bool = True) -> tuple[Any, bool, bool]:
+    def execute_queries(self, queries: Queries, db_name: str = "", conn: object = None, logger: object = None,
+                        section_title: str = "", is_solution: bool = True) -> tuple[Rows | None, bool, bool]:
         import psycopg
 
         if isinstance(queries, str):
@@ -140,7 +168,7 @@ class Helpers:
             break  # as BIRD-Interact: the queries after a failing one are not run
         return result, error, timeout
 
-    def ex_base(self, pred_sqls: Any, sol_sqls: Any, db_name: str = "", conn: Any = None) -> int:
+    def ex_base(self, pred_sqls: Queries, sol_sqls: Queries, db_name: str = "", conn: object = None) -> int:
         """1 when both run without error, return rows, and the same set of rows (dates as text)."""
         if not pred_sqls or not sol_sqls:
             return 0
@@ -150,7 +178,7 @@ class Helpers:
             return 0
         return int(set(preprocess_results(pred)) == set(preprocess_results(sol)))
 
-    def globals(self) -> dict[str, Any]:
+    def globals(self) -> dict[str, object]:
         return {
             "__name__": "evalbench_test_case",
             "__builtins__": __builtins__,
@@ -165,7 +193,7 @@ class Helpers:
         }
 
 
-def _fetch(cursor: Any, statement: str) -> Any:
+def _fetch(cursor: psycopg.Cursor[TupleRow], statement: str) -> Rows | None:
     if cursor.description is None:
         return None
     if statement.strip().lower().startswith(("select", "with")):
@@ -173,7 +201,7 @@ def _fetch(cursor: Any, statement: str) -> Any:
     return cursor.fetchall()
 
 
-def preprocess_results(results: Any) -> list[tuple[Any, ...]]:
+def preprocess_results(results: Iterable[Iterable[object]]) -> Rows:
     """Dates and timestamps as ``YYYY-MM-DD`` text (postgresql_test_utils.preprocess_results)."""
     return [tuple(v.strftime("%Y-%m-%d") if isinstance(v, dt.date) else v for v in row) for row in results]
 

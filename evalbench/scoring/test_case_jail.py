@@ -24,10 +24,14 @@ import struct
 import sys
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from evalbench.scoring.test_case_helpers import Description, Queries, Rows
 
 # Modules test cases commonly use, imported before confinement (nothing else needs the disk then).
 PRELOAD = ("collections", "copy", "decimal", "difflib", "fractions", "functools", "hashlib", "itertools", "math",
@@ -42,6 +46,25 @@ class CaseTimeout(BaseException):
     """A test case ran past its time (not an Exception: test code catching Exception cannot swallow it)."""
 
 
+class JailSpec(TypedDict):
+    """What the runner sends first: the phase's test cases and what they are given."""
+
+    cases: list[str]
+    pred_sqls: list[str]
+    sol_sqls: list[str]
+    db_name: str
+    case_timeout_s: float
+    pred_query_result: Rows | None
+
+
+class CaseVerdict(TypedDict):
+    """One test case's verdict (``kind``: see :class:`evalbench.scoring.test_case_runner.TestCaseVerdict`)."""
+
+    passed: bool
+    kind: str
+    message: str
+
+
 # --------------------------------------------------------------------------- the channel
 
 
@@ -50,15 +73,15 @@ class Channel:
         self.reader = os.fdopen(read_fd, "rb", buffering=0)
         self.writer = os.fdopen(write_fd, "wb", buffering=0)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, object]) -> None:
         payload = json.dumps(message, default=encode).encode("utf-8", "replace")
         self.writer.write(struct.pack(">I", len(payload)) + payload)
 
-    def receive(self) -> Any:
+    def receive(self) -> Any:  # unpickled: what the runner sent for this request (its shape is the request's)
         head = _read_exactly(self.reader, 4)
         return pickle.loads(_read_exactly(self.reader, struct.unpack(">I", head)[0]))
 
-    def call(self, message: dict[str, Any]) -> Any:
+    def call(self, message: Mapping[str, object]) -> Any:  # the runner's answer, as receive()
         self.send(message)
         answer = self.receive()
         if isinstance(answer, dict) and "error" in answer:
@@ -66,7 +89,7 @@ class Channel:
         return answer
 
 
-def _read_exactly(stream: Any, size: int) -> bytes:
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
     data = b""
     while len(data) < size:
         chunk = stream.read(size - len(data))
@@ -76,7 +99,7 @@ def _read_exactly(stream: Any, size: int) -> bytes:
     return data
 
 
-def encode(value: Any) -> Any:
+def encode(value: object) -> object:
     """Query parameters as tagged JSON (the runner decodes only these tags)."""
     if isinstance(value, Decimal):
         return {"$decimal": str(value)}
@@ -105,35 +128,35 @@ class Cursor:
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.rows: list[tuple[Any, ...]] = []
-        self.description: Any = None
+        self.rows: Rows = []
+        self.description: Description | None = None
         self.rowcount = -1
 
-    def execute(self, query: str, params: Any = None) -> None:
+    def execute(self, query: str, params: object = None) -> None:
         answer = self.channel.call({"op": "cursor", "sql": str(query), "params": params})
         self.description, self.rows, self.rowcount = answer["description"], list(answer["rows"] or []), answer["rowcount"]
 
-    def fetchone(self) -> tuple[Any, ...] | None:
+    def fetchone(self) -> tuple[object, ...] | None:
         return self.rows.pop(0) if self.rows else None
 
-    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+    def fetchmany(self, size: int = 1) -> Rows:
         taken, self.rows = self.rows[:size], self.rows[size:]
         return taken
 
-    def fetchall(self) -> list[tuple[Any, ...]]:
+    def fetchall(self) -> Rows:
         taken, self.rows = self.rows, []
         return taken
 
     def close(self) -> None:
         pass
 
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+    def __iter__(self) -> Iterator[tuple[object, ...]]:
         return iter(self.fetchall())
 
     def __enter__(self) -> Cursor:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
 
@@ -143,7 +166,7 @@ class Connection:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
 
-    def cursor(self, *args: Any, **kwargs: Any) -> Cursor:
+    def cursor(self, *args: object, **kwargs: object) -> Cursor:
         return Cursor(self.channel)
 
     def commit(self) -> None:
@@ -156,20 +179,21 @@ class Connection:
         pass
 
 
-def helpers(channel: Channel, pred_query_result: Any) -> dict[str, Any]:
+def helpers(channel: Channel, pred_query_result: Rows | None) -> dict[str, object]:
     """BIRD-Interact's helpers (see :mod:`evalbench.scoring.test_case_helpers` for their rules):
     the SQL ones call the runner; the others are pure."""
     from evalbench.scoring.test_case_helpers import check_sql_function_usage, preprocess_results, remove_distinct
 
-    def execute_queries(queries: Any, db_name: str = "", conn: Any = None, logger: Any = None,
-                        section_title: str = "", is_solution: bool = True) -> tuple[Any, Any, Any]:
+    def execute_queries(queries: str | Iterable[object] | None, db_name: str = "", conn: object = None,
+                        logger: object = None, section_title: str = "",
+                        is_solution: bool = True) -> tuple[Rows | None, bool, bool]:
         items = [queries] if isinstance(queries, str) else [str(q) for q in queries or []]
         return tuple(channel.call({"op": "execute_queries", "queries": items, "is_solution": bool(is_solution)}))
 
-    def perform_query_on_postgresql_databases(query: str, db_name: str = "", conn: Any = None) -> tuple[Any, Any]:
+    def perform_query_on_postgresql_databases(query: str, db_name: str = "", conn: object = None) -> tuple[Rows | None, object]:
         return channel.call({"op": "perform_query", "query": str(query)}), conn
 
-    def ex_base(pred_sqls: Any, sol_sqls: Any, db_name: str = "", conn: Any = None) -> int:
+    def ex_base(pred_sqls: Queries, sol_sqls: Queries, db_name: str = "", conn: object = None) -> int:
         if not pred_sqls or not sol_sqls:
             return 0
         pred, pred_err, pred_to = execute_queries(pred_sqls, db_name, conn)
@@ -191,7 +215,7 @@ def helpers(channel: Channel, pred_query_result: Any) -> dict[str, Any]:
 
 @contextmanager
 def deadline(seconds: float) -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
+    def expire(signum: int, frame: FrameType | None) -> None:
         raise CaseTimeout()
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -203,7 +227,7 @@ def deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_case(source: str, spec: dict[str, Any], channel: Channel) -> dict[str, Any]:
+def run_case(source: str, spec: JailSpec, channel: Channel) -> CaseVerdict:
     namespace = helpers(channel, spec.get("pred_query_result"))
     try:
         with deadline(float(spec.get("case_timeout_s") or 30.0)):
@@ -228,7 +252,7 @@ def run_case(source: str, spec: dict[str, Any], channel: Channel) -> dict[str, A
 def main() -> None:
     read_fd, write_fd = int(sys.argv[1]), int(sys.argv[2])
     channel = Channel(read_fd, write_fd)
-    spec = channel.receive()
+    spec: JailSpec = channel.receive()
     for name in PRELOAD:
         __import__(name)
     from evalbench.scoring import jail, test_case_helpers  # noqa: F401 — loaded before the disk is closed

@@ -27,9 +27,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from evalbench.core import deadline
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 VERDICT_PREFIX = "evalbench-test-case-verdict "  # what the child writes, one line per test case
 OUTPUT_KEPT = 4_000  # characters of the child's stderr kept for a crash message
@@ -41,6 +44,18 @@ class TestCaseVerdict:
     passed: bool
     kind: str  # "passed", "assertion", "error", "timeout", "preprocess", "execution" (the agent's SQL failed), "connection", "crash"
     message: str = ""
+
+
+class TestCaseOptions(TypedDict, total=False):
+    """The keyword options of :func:`run_test_cases` (but ``clone``)."""
+
+    db_name: str
+    preprocess_sql: Sequence[str]
+    clean_up_sqls: Sequence[str]
+    timeout_s: float
+    statement_timeout_s: float
+    run_pred_first: bool
+    preprocess_errors: str
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -146,7 +161,7 @@ def scrubbed_environment() -> dict[str, str]:
 
 
 def run_test_case(conninfo: str, test_case: str, pred_sqls: Sequence[str], sol_sqls: Sequence[str],
-                  **options: Any) -> TestCaseVerdict:
+                  **options: Unpack[TestCaseOptions]) -> TestCaseVerdict:
     """One test case (see :func:`run_test_cases`)."""
     return run_test_cases(conninfo, [test_case], pred_sqls, sol_sqls, **options)[0]
 

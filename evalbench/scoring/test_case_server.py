@@ -23,10 +23,53 @@ import time
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
-from evalbench.scoring.test_case_helpers import Helpers
+from evalbench.scoring.test_case_helpers import Helpers, Rows
 from evalbench.scoring.test_case_runner import VERDICT_PREFIX, scrubbed_environment
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
+
+    from evalbench.scoring.test_case_jail import CaseVerdict
+
+
+class ServerSpec(TypedDict, total=False):
+    """What the runner reads on stdin (built by :func:`evalbench.scoring.test_case_runner.run_test_cases`)."""
+
+    conninfo: str
+    commit_each: bool
+    test_cases: list[str]
+    pred_sqls: list[str]
+    pred_statements: list[str]  # pred_sqls split into statements (set by prepare)
+    sol_sqls: list[str]
+    db_name: str
+    preprocess_sql: list[str]
+    clean_up_sqls: list[str]
+    statement_timeout_ms: int
+    case_timeout_s: float
+    run_pred_first: bool
+    preprocess_errors: str
+
+
+class JailMessage(TypedDict, total=False):
+    """A request or report from the confined process (JSON: every field as it was sent)."""
+
+    op: str
+    index: int
+    passed: bool
+    kind: str
+    message: str
+    applied: list[str]
+    queries: list[str]
+    is_solution: bool
+    query: str
+    sql: str
+    params: object
+
+
+Emit = Callable[["CaseVerdict"], None]
 
 _SEQUENCE_STATE = """
 SELECT format('%I.%I', schemaname, sequencename), COALESCE(last_value, start_value), last_value IS NOT NULL
@@ -36,7 +79,7 @@ GRACE_S = 5.0  # beyond a test case's own timeout, before the confined process i
 MAX_FRAME = 64 << 20  # bytes of one request from the confined process
 
 
-def serve(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+def serve(spec: ServerSpec, emit: Emit) -> None:
     """Run the spec's test cases, calling ``emit(verdict)`` for each as it finishes."""
     import psycopg
 
@@ -50,7 +93,7 @@ def serve(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         for _ in cases:
             emit({"passed": False, "kind": "connection", "message": f"cannot connect: {exc}".strip()})
         return
-    sequences: list[tuple[Any, ...]] = []
+    sequences: Rows = []
     try:
         if not commit_each:  # one transaction for the phase, always rolled back
             sequences = conn.execute(_SEQUENCE_STATE).fetchall()
@@ -68,7 +111,8 @@ def serve(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         _finish(conn, commit_each, sequences)  # on a copy, the parent resets the role's own settings (clones.reset_role)
 
 
-def prepare(conn: Any, spec: dict[str, Any], timeout_ms: int, commit_each: bool) -> tuple[Helpers, dict[str, Any] | None]:
+def prepare(conn: psycopg.Connection[TupleRow], spec: ServerSpec, timeout_ms: int,
+            commit_each: bool) -> tuple[Helpers, CaseVerdict | None]:
     """The phase's preprocess SQL, then the predicted SQL once (as BIRD-Interact's harness does;
     test cases may run it again): the helpers, or the verdict every case gets."""
     from evalbench.sql.statements import WRITE_KEYWORDS, split_statements, statement_kind
@@ -100,7 +144,7 @@ def prepare(conn: Any, spec: dict[str, Any], timeout_ms: int, commit_each: bool)
 class Jail:
     """The confined process of one phase, and the answers to its requests."""
 
-    def __init__(self, helpers: Helpers, spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, helpers: Helpers, spec: ServerSpec, emit: Emit) -> None:
         self.helpers, self.spec, self.emit = helpers, spec, emit
         self.case_timeout = float(spec.get("case_timeout_s") or 30.0)
         self.applied: list[str] = []
@@ -128,7 +172,7 @@ class Jail:
         if done < len(cases) and stderr.strip():
             print(stderr, file=sys.stderr)
 
-    def _serve(self, out: Any, into: Any, count: int) -> int:
+    def _serve(self, out: IO[bytes], into: IO[bytes], count: int) -> int:
         """Answer requests until every case has a verdict; the number of verdicts emitted."""
         done = 0
         self.helpers.errors.clear()
@@ -140,7 +184,7 @@ class Jail:
                 return count
             op = message.get("op")
             if op == "verdict":
-                verdict: dict[str, Any] = {"passed": message.get("passed") is True, "kind": str(message.get("kind")),
+                verdict: CaseVerdict = {"passed": message.get("passed") is True, "kind": str(message.get("kind")),
                            "message": str(message.get("message") or "")}
                 if not verdict["passed"] and self.helpers.errors:  # the SQL errors the helpers swallowed
                     errors = self.helpers.errors
@@ -159,7 +203,7 @@ class Jail:
         self._fail_rest(done, count, "crash", "the confined test-case process stopped early")
         return count
 
-    def _answer(self, message: dict[str, Any]) -> Any:
+    def _answer(self, message: JailMessage) -> object:
         import psycopg
 
         op, helpers = message.get("op"), self.helpers
@@ -172,7 +216,8 @@ class Jail:
             if op == "cursor":
                 return helpers.cursor_execute(str(message.get("sql")), decode(message.get("params")))
             if op in ("commit", "rollback"):
-                return helpers.transaction_control(op)
+                helpers.transaction_control(op)
+                return None
         except (psycopg.Error, ValueError) as exc:
             return {"error": str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}
         return {"error": f"unknown request {op!r}"}
@@ -182,12 +227,12 @@ class Jail:
             self.emit({"passed": False, "kind": kind, "message": message})
 
 
-def _send(stream: Any, value: Any) -> None:
+def _send(stream: IO[bytes], value: object) -> None:
     payload = pickle.dumps(value)
     stream.write(struct.pack(">I", len(payload)) + payload)
 
 
-def _receive(stream: Any, deadline: float) -> dict[str, Any] | None:
+def _receive(stream: IO[bytes], deadline: float) -> JailMessage | None:
     """One JSON frame from the confined process; None when it is late or gone."""
     head = _read(stream, 4, deadline)
     if head is None:
@@ -199,13 +244,13 @@ def _receive(stream: Any, deadline: float) -> dict[str, Any] | None:
     if payload is None:
         return None
     try:
-        message = json.loads(payload.decode("utf-8", "replace"))
+        message: JailMessage = json.loads(payload.decode("utf-8", "replace"))
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
 
 
-def _read(stream: Any, size: int, deadline: float) -> bytes | None:
+def _read(stream: IO[bytes], size: int, deadline: float) -> bytes | None:
     data = b""
     while len(data) < size:
         remaining = deadline - time.monotonic()
@@ -218,14 +263,14 @@ def _read(stream: Any, size: int, deadline: float) -> bytes | None:
     return data
 
 
-def decode(value: Any) -> Any:
+def decode(value: object) -> Any:  # query parameters, as test code passed them: psycopg checks them
     """Query parameters from the confined process: JSON, with tags for the other types."""
     if isinstance(value, list):
         return [decode(v) for v in value]
     if isinstance(value, dict):
         if len(value) == 1:
             (tag, raw), = value.items()
-            makers: dict[str, Callable[[Any], Any]] = {"$decimal": Decimal, "$datetime": dt.datetime.fromisoformat, "$date": dt.date.fromisoformat,
+            makers: dict[str, Callable[[str], object]] = {"$decimal": Decimal, "$datetime": dt.datetime.fromisoformat, "$date": dt.date.fromisoformat,
                       "$time": dt.time.fromisoformat, "$interval": lambda s: dt.timedelta(seconds=float(s)),
                       "$bytes": bytes.fromhex, "$uuid": uuid.UUID}
             if tag in makers:
@@ -234,7 +279,7 @@ def decode(value: Any) -> Any:
     return value
 
 
-def _finish(conn: Any, commit_each: bool, sequences: list[tuple[Any, ...]]) -> None:
+def _finish(conn: psycopg.Connection[TupleRow], commit_each: bool, sequences: Rows) -> None:
     import psycopg
 
     try:
@@ -247,7 +292,7 @@ def _finish(conn: Any, commit_each: bool, sequences: list[tuple[Any, ...]]) -> N
     conn.close()
 
 
-def _restore_sequences(conn: Any, state: list[tuple[Any, ...]]) -> None:
+def _restore_sequences(conn: psycopg.Connection[TupleRow], state: Rows) -> None:
     import psycopg
     from psycopg import sql
 
@@ -269,7 +314,7 @@ def main() -> None:
     spec = json.loads(sys.stdin.read())
     out = sys.stdout
 
-    def emit(verdict: dict[str, Any]) -> None:
+    def emit(verdict: CaseVerdict) -> None:
         out.write("\n" + VERDICT_PREFIX + json.dumps(verdict) + "\n")
         out.flush()
 

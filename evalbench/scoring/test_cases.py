@@ -13,17 +13,30 @@ The scorer needs the sandbox's conninfo, which scorers do not receive: it reads
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
-from typing import Any
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Protocol
 
 from evalbench.core.conversation import Conversation, Phase, PhaseRecord
 from evalbench.dataset import Item
 from evalbench.scoring import Score
+from evalbench.scoring.options import real
 from evalbench.scoring.test_case_runner import TestCaseVerdict, run_test_cases
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from evalbench.scoring.test_case_runner import TestCaseOptions
 
 log = logging.getLogger(__name__)
 
 _OPTIONS = {"timeout_s", "statement_timeout_s", "conninfo"}
+
+
+class Clones(Protocol):
+    """A sandbox's factory of throwaway copies of its database (``Sandbox.clones``)."""
+
+    def clone(self) -> AbstractContextManager[str]: ...  # the copy's conninfo; dropped on exit
 
 
 def test_cases_of(item: Item, phase: PhaseRecord) -> tuple[list[str], list[str], list[str]]:
@@ -41,13 +54,14 @@ class TestCases:
     name = "test_cases"
     is_metric = False
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, object]) -> None:
         unknown = set(options) - _OPTIONS
         if unknown:
             raise ValueError(f"test_cases takes only {sorted(_OPTIONS)}, got {sorted(unknown)}")
-        self.timeout_s = float(options.get("timeout_s", 30.0))
-        self.statement_timeout_s = float(options.get("statement_timeout_s", 10.0))
-        self.conninfo: str | None = options.get("conninfo")
+        self.timeout_s = real(options.get("timeout_s", 30.0))
+        self.statement_timeout_s = real(options.get("statement_timeout_s", 10.0))
+        conninfo = options.get("conninfo")
+        self.conninfo = conninfo if isinstance(conninfo, str) else None
 
     def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
         cases, preprocess, clean_up = test_cases_of(conversation.item, phase)
@@ -77,8 +91,9 @@ class TestCases:
         return Score(1.0, True, detail=f"{len(cases)} test case(s) passed")
 
 
-def run_phase_test_cases(clones: Any, conninfo: str, cases: list[str], pred_sqls: list[str], sol_sqls: list[str],
-                         lock: Any = None, **options: Any) -> list[TestCaseVerdict]:
+def run_phase_test_cases(clones: Clones | None, conninfo: str, cases: list[str], pred_sqls: list[str], sol_sqls: list[str],
+                         lock: AbstractContextManager[object] | None = None,
+                         **options: Unpack[TestCaseOptions]) -> list[TestCaseVerdict]:
     """A phase's test cases on a throwaway copy of the database when one can be made (each
     statement committed, as BIRD-Interact), else in rolled-back transactions."""
     if clones is not None:

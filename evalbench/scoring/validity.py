@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import pairwise
-from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -37,7 +37,9 @@ from evalbench.backends.base import ExecutionResult, Sandbox
 from evalbench.core.conversation import PhaseRecord, follow_up_phase
 from evalbench.dataset import Item
 from evalbench.scoring.execution import golden_is_ordered, tie_key_positions
+from evalbench.scoring.options import real
 from evalbench.scoring.semantics import ResultRules, execute_golden, golden_mode, golden_problem
+from evalbench.scoring.test_case_runner import TestCaseOptions
 from evalbench.scoring.test_cases import run_phase_test_cases, test_cases_of
 from evalbench.sql.statements import last_statement, split_statements, sqlglot_dialect
 
@@ -63,12 +65,12 @@ class TestCaseLimits:
     statement_timeout_s: float = 10.0
 
     @classmethod
-    def of(cls, scorers: dict[str, dict[str, Any]]) -> TestCaseLimits | None:
+    def of(cls, scorers: Mapping[str, Mapping[str, object] | None]) -> TestCaseLimits | None:
         """The ``test_cases`` scorer's limits; None when the plan does not judge by test cases."""
         if "test_cases" not in scorers:
             return None
         options = scorers["test_cases"] or {}
-        return cls(float(options.get("timeout_s", 30.0)), float(options.get("statement_timeout_s", 10.0)))
+        return cls(real(options.get("timeout_s", 30.0)), real(options.get("statement_timeout_s", 10.0)))
 
 
 def first_error(findings: list[Finding]) -> Finding | None:
@@ -92,11 +94,12 @@ class GoldenCheck:
         self._seen: OrderedDict[tuple[str, str], list[Finding]] = OrderedDict()
 
     @classmethod
-    def of_plan(cls, scorers: dict[str, dict[str, Any]], rules: ResultRules, *, test_cases: bool = True,
+    def of_plan(cls, scorers: Mapping[str, Mapping[str, object] | None], rules: ResultRules, *, test_cases: bool = True,
                 follow_up: bool = True) -> GoldenCheck:
         """The checks of a run that builds ``scorers`` (their options: test-case limits, ``no_change``)."""
         no_change = (scorers["state_match"] or {}).get("no_change", "fail") if "state_match" in scorers else None
-        return cls(rules, TestCaseLimits.of(scorers) if test_cases else None, follow_up=follow_up, no_change=no_change)
+        return cls(rules, TestCaseLimits.of(scorers) if test_cases else None, follow_up=follow_up,
+                   no_change=None if no_change is None else str(no_change))
 
     def phase(self, item: Item, phase: PhaseRecord, sandbox: Sandbox, *, every: bool = False) -> list[Finding]:
         """The findings of ``phase`` (golden results already on it). ``every``: run each check
@@ -220,16 +223,18 @@ class GoldenCheck:
         cases, preprocess, clean_up = test_cases_of(item, phase)
         if not cases:
             return []
-        options = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up,
-                       timeout_s=self.test_cases.timeout_s, statement_timeout_s=self.test_cases.statement_timeout_s,
-                       preprocess_errors=self.rules.preprocess_errors, lock=sandbox.write_lock)
+        options: TestCaseOptions = dict(db_name=item.database, preprocess_sql=preprocess, clean_up_sqls=clean_up,
+                                        timeout_s=self.test_cases.timeout_s,
+                                        statement_timeout_s=self.test_cases.statement_timeout_s,
+                                        preprocess_errors=self.rules.preprocess_errors)
+        lock = sandbox.write_lock
         golden, name = list(phase.golden_sql), phase.phase.value
-        verdicts = run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, golden, golden, **options)
+        verdicts = run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, golden, golden, lock=lock, **options)
         failed = [Finding("error", f"test case {i}/{len(cases)} fails for the golden SQL ({v.kind}): {v.message}", name, True)
                   for i, v in enumerate(verdicts, 1) if not v.passed]
         if failed:
             return failed
-        if all(v.passed for v in run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, [NO_OP_SQL], golden, **options)):
+        if all(v.passed for v in run_phase_test_cases(sandbox.clones, sandbox.conninfo, cases, [NO_OP_SQL], golden, lock=lock, **options)):
             return [Finding("warning", "test cases all pass for a statement that changes nothing: they cannot tell a "
                                        "right answer from no answer", name)]
         return []
@@ -286,5 +291,5 @@ def _one_more_row(sql: str, dialect: str) -> tuple[str, int] | None:
     return tree.sql(dialect=dialect), n
 
 
-def _key(row: tuple[Any, ...], positions: list[int]) -> tuple[Any, ...]:
+def _key(row: tuple[object, ...], positions: list[int]) -> tuple[object, ...]:
     return tuple(row[p] for p in positions)
