@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalbench.agents import AgentContext
+from evalbench.config.agents import ReplayAgentConfig
 from evalbench.core.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
 from evalbench.results.journal.lines import conversation_key
 from evalbench.results.journal.recording import JOURNAL as JOURNAL  # their old home, kept for a release
@@ -181,10 +182,10 @@ class ReplayAgent:
     name = "replay"
     sticky = True
 
-    def __init__(self, config: Any, context: AgentContext) -> None:
+    def __init__(self, config: ReplayAgentConfig, context: AgentContext) -> None:
         self.recording = Recording(Path(config.run_dir))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         manifest = self.recording.manifest
         return {"agent": "replay", "run_dir": str(self.recording.run_dir), "source_run_id": self.recording.run_id,
                 "source_config_fingerprint": manifest.get("config_fingerprint"),
