@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from evalbench.core import registries
 from evalbench.core.conversation import AgentSession
@@ -17,6 +17,7 @@ from evalbench.core.registry import Registry
 
 if TYPE_CHECKING:
     from evalbench.backends.tables import TableInfo
+    from evalbench.config.agents import AgentConfig
     from evalbench.core.conversation import Conversation
     from evalbench.core.execution_result import ExecutionResult
     from evalbench.dataset.column_meanings import ColumnMeanings
@@ -31,7 +32,7 @@ class Agent(Protocol):
 
     def open_session(self, conversation: Conversation) -> AgentSession: ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """Settings that identify this agent in the manifest (no secrets)."""
         ...
 
@@ -42,7 +43,7 @@ def _no_schema(dialect: str, database: str) -> str:
     return ""
 
 
-def _no_query(dialect: str, database: str, sql: str) -> list[tuple[Any, ...]] | None:
+def _no_query(dialect: str, database: str, sql: str) -> list[tuple[object, ...]] | None:
     return None
 
 
@@ -64,19 +65,20 @@ class AgentContext:
     column_meanings: ColumnMeanings = field(default_factory=dict)  # database -> (table, column) -> description
     # (dialect, database, sql) -> rows, read-only through the sandbox (None: failed or unknown
     # database); for offline agents that answer in words
-    query: Callable[[str, str, str], list[tuple[Any, ...]] | None] = _no_query
+    query: Callable[[str, str, str], list[tuple[object, ...]] | None] = _no_query
     # for the discovery tools: (dialect, database, sql) -> the result of a read-only execution
     # through the sandbox (None: unknown database), and (dialect, database) -> its tables
     execute: Callable[[str, str, str], ExecutionResult | None] = _no_execute
     tables: Callable[[str, str], list[TableInfo]] = _no_tables
 
 
-AgentFactory = Callable[[Any, AgentContext], Agent]  # (agent config, context) -> Agent
+# (agent config, context) -> Agent; a factory is given the config model of its own ``agent`` name
+AgentFactory = Callable[["AgentConfig", AgentContext], Agent]
 # built-ins and plugins (docs/extending.md), listed in evalbench.core.registries
 AGENTS: Registry[AgentFactory] = registries.AGENTS
 
 
-def build_agent(config: Any, context: AgentContext | int = 0) -> Agent:
+def build_agent(config: AgentConfig, context: AgentContext | int = 0) -> Agent:
     """The agent named by ``config.agent``."""
     if isinstance(context, int):
         context = AgentContext(seed=context)

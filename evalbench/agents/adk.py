@@ -20,8 +20,9 @@ import re
 import ssl
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import httpx
 
@@ -38,7 +39,7 @@ from evalbench.dataset.session_state import StateFacts, render_state
 log = logging.getLogger(__name__)
 
 
-def _state_wrapped(created: Any, sent: dict[str, Any]) -> bool:
+def _state_wrapped(created: object, sent: Mapping[str, object]) -> bool:
     """Whether a created session holds our state one level down, under "state" (how an api_server
     from before CreateSessionRequest stores the body ``{"state": ...}``)."""
     return isinstance(created, dict) and created.get("state") == sent and "state" not in sent
@@ -76,7 +77,7 @@ class AdkAgent:
         return httpx.Client(base_url=self.config.base_url.rstrip("/"), headers=self._headers, timeout=self._timeout,
                             transport=deadline_transport(verify=self._ssl))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         c = self.config
         return {
             "agent": self.name, "base_url": redact_url(c.base_url), "app_name": c.app_name, "user_id": c.user_id,
@@ -106,12 +107,12 @@ class AdkAgent:
         item = conversation.item
         return StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}))
 
-    def _create(self, session: AdkSession, body: dict[str, Any], path: str | None = None) -> tuple[str, Any]:
+    def _create(self, session: AdkSession, body: Mapping[str, object], path: str | None = None) -> tuple[str, object]:
         """(id, state) of a session created with ``body``."""
         response = session.request("POST", path or self.sessions_path, json=body)
-        created = response.json()
+        created: object = response.json()
         session_id = str(created.get("id") or "") if isinstance(created, dict) else ""
-        if not session_id:
+        if not session_id or not isinstance(created, dict):
             raise TurnFailed(f"session creation returned no id: {response.text[:_BODY_KEPT]}", "protocol", False)
         return session_id, created.get("state")
 
@@ -164,13 +165,13 @@ class AdkSession:
         self.session_id = ""
         self.pending: PendingInput | None = None
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def request(self, method: str, path: str, *, json: object = None) -> httpx.Response:
         """One HTTP request with the retries allowed for requests that never reached the agent.
         Raises :class:`TurnFailed` when it did not succeed."""
         retry = self.agent.config.retry
         for attempt in range(retry.max_retries + 1):
             try:
-                return self._once(method, path, **kwargs)
+                return self._once(method, path, json=json)
             except TurnFailed as failure:
                 self._new_connection()
                 if not failure.retryable or attempt == retry.max_retries:
@@ -184,10 +185,11 @@ class AdkSession:
         self.client.close()
         self.client = self.agent.new_client()
 
-    def _once(self, method: str, path: str, total_s: float | None = None, **kwargs: Any) -> httpx.Response:
+    def _once(self, method: str, path: str, total_s: float | None = None, *, json: object = None) -> httpx.Response:
         base_url = redact_url(self.agent.config.base_url)
         try:
-            response = request_bounded(self.client, method, path, total_s=total_s or self.agent.config.read_timeout_s, **kwargs)
+            response = request_bounded(self.client, method, path, total_s=total_s or self.agent.config.read_timeout_s,
+                                       json=json)
         except httpx.TransportError as exc:  # retried only when nothing was sent (see transport_failure)
             failure = transport_failure(exc, base_url, self.agent.config.read_timeout_s) or CallFailed(str(exc), "connection")
             raise TurnFailed(str(failure), failure.kind, failure.retryable) from None
@@ -207,12 +209,12 @@ class AdkSession:
     def send(self, text: str) -> AgentReply:
         config = self.agent.config
         if self.pending is not None:  # the answer to an adk_request_input goes back as its response
-            parts: list[dict[str, Any]] = [
+            parts: list[dict[str, object]] = [
                 {"functionResponse": {"id": self.pending.call_id, "name": REQUEST_INPUT, "response": {"result": text}}}
             ]
         else:
             parts = [{"text": text}]
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "appName": config.app_name,
             "userId": config.user_id,
             "sessionId": self.session_id,
@@ -228,7 +230,7 @@ class AdkSession:
                 sent = time.perf_counter()
                 if config.endpoint == "run_sse":
                     response = self.request("POST", "/run_sse", json=body | {"streaming": False})
-                    events: Any = parse_sse(response.text)
+                    events: object = parse_sse(response.text)
                 else:
                     response = self.request("POST", "/run", json=body)
                     events = response.json()
@@ -260,9 +262,9 @@ class AdkSession:
 # --------------------------------------------------------------------------- reading events
 
 
-def parse_sse(text: str) -> list[dict[str, Any]]:
+def parse_sse(text: str) -> list[object]:
     """The events of a ``/run_sse`` body: one ``data: <json>`` line per event."""
-    events = []
+    events: list[object] = []
     for line in text.splitlines():
         if line.startswith("data:"):
             payload = line[5:].strip()
@@ -271,7 +273,7 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
     return events
 
 
-def classify(events: Any, convention: ReplyConvention) -> AgentReply:
+def classify(events: object, convention: ReplyConvention) -> AgentReply:
     """Read one turn's events as exactly one reply kind (rules in docs/agents.md)."""
     if not isinstance(events, list):
         return AgentReply(ReplyKind.ERROR, error=f"expected a list of events, got {type(events).__name__}", error_kind="protocol")
@@ -308,10 +310,10 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
                     answered = ToolCall(name=_string(fr.get("name")), id=_string(fr.get("id")) or None)
                     ordered.append(answered)
                 answered.response = tool_args.kept(fr.get("response"))  # any JSON: kept within limits
-            elif isinstance(part.get("text"), str) and part["text"] and not part.get("thought") and not from_user:
-                texts.append(part["text"])
+            elif isinstance(said := part.get("text"), str) and said and not part.get("thought") and not from_user:
+                texts.append(said)
     text = "\n".join(t.strip() for t in texts if t.strip())
-    base: dict[str, Any] = dict(text=text, tool_calls=ordered, usage=usage)
+    base = _ReplyParts(text=text, tool_calls=ordered, usage=usage)
     if error is not None:
         return AgentReply(ReplyKind.ERROR, error=error, error_kind="agent", **base)
     order = ["gda", "request_input", "sql_tool", "text"] if convention.convention == "auto" else [convention.convention]
@@ -327,15 +329,23 @@ def classify(events: Any, convention: ReplyConvention) -> AgentReply:
     return AgentReply(ReplyKind.ANSWER, **base)
 
 
-def _object(value: Any) -> dict[str, Any]:
+class _ReplyParts(TypedDict):
+    """What every reply of a turn carries, whatever its kind."""
+
+    text: str
+    tool_calls: list[ToolCall]
+    usage: TokenUsage
+
+
+def _object(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: object) -> list[object]:
     return value if isinstance(value, list) else []
 
 
-def _string(value: Any) -> str:
+def _string(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
@@ -374,9 +384,11 @@ def _request_input(calls: list[ToolCall], text: str, long_running: set[str], c: 
     return None
 
 
-def pending_input(events: list[dict[str, Any]]) -> PendingInput | None:
-    """The first adk_request_input call of the turn still waiting for an answer, if any."""
-    def parts(event: Any) -> list[dict[str, Any]]:
+def pending_input(events: object) -> PendingInput | None:
+    """The first adk_request_input call of the turn (a list of events) still waiting for an answer, if any."""
+    events = _list(events)
+
+    def parts(event: object) -> list[dict[str, object]]:
         return [_object(p) for p in _list(_object(_object(event).get("content")).get("parts"))]
 
     answered = {_string(_object(part.get("functionResponse")).get("id")) for event in events for part in parts(event)}

@@ -52,9 +52,10 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Generic, TypeVar
 
 from evalbench.agents import AgentContext, tool_args
+from evalbench.agents.tool_args import ToolSpec
 from evalbench.agents.tools import RUN_SQL_NOTE, Toolbox, ToolKit, clip, tool_specs
 from evalbench.clients.calls import BODY_KEPT as BODY_KEPT  # their old home, kept for a release
 from evalbench.clients.calls import RAW_MAX_CHARS as RAW_MAX_CHARS
@@ -76,8 +77,11 @@ RUN_SQL = "run_sql"
 ASK_USER = "ask_user"
 REPAIRS = 2  # model calls after replies of unusable tool calls, in a turn without discovery tools
 
+# A message of the history in the backend's own format (a google-genai Content, an OpenAI message).
+MessageT = TypeVar("MessageT")
+
 # Tool definitions, in a neutral form each backend converts (JSON Schema parameters).
-TOOLS: list[dict[str, Any]] = [
+TOOLS: list[ToolSpec] = [
     {
         "name": RUN_SQL,
         "description": "Run ONE SQL statement (in the database's dialect) that answers the user's request. "
@@ -117,8 +121,8 @@ REPLY_FORMATS = {
 }
 
 # Results given back for the previous turn's tool calls.
-SQL_RESULT = {"status": "done", "note": "The query was run and its result was shown to the user."}
-QUESTION_SKIPPED = {"answer": "(not asked: your query was run instead)"}
+SQL_RESULT: dict[str, object] = {"status": "done", "note": "The query was run and its result was shown to the user."}
+QUESTION_SKIPPED: dict[str, object] = {"answer": "(not asked: your query was run instead)"}
 
 
 # --------------------------------------------------------------------------- the system prompt
@@ -221,13 +225,13 @@ def classify(text: str, calls: list[ToolCall]) -> AgentReply:
 
 
 @dataclass
-class ModelTurn:
+class ModelTurn(Generic[MessageT]):
     """One successful model call, read into neutral form."""
 
     text: str
     calls: list[ToolCall]
     usage: TokenUsage
-    native: Any  # the model's message, appended to the history as it is
+    native: MessageT  # the model's message, appended to the history as it is
     raw: str | None = None  # the response, as JSON text
     finish_reason: str | None = None
 
@@ -237,15 +241,15 @@ class ToolResult:
     """The result given back to the model for one of its tool calls."""
 
     call: ToolCall
-    response: dict[str, Any]
+    response: dict[str, object]
 
 
-def offered_tools(toolkit: ToolKit | None) -> list[dict[str, Any]]:
+def offered_tools(toolkit: ToolKit | None) -> list[ToolSpec]:
     """run_sql and ask_user, then the configured discovery tools; run_sql says it shows its rows
     when the kit runs it."""
     if toolkit is None:
         return TOOLS
-    run_sql = dict(TOOLS[0])
+    run_sql = TOOLS[0].copy()
     if toolkit.executes_sql:
         run_sql["description"] = run_sql["description"].replace("Its result is shown to the user.", RUN_SQL_NOTE)
     return [run_sql, TOOLS[1], *tool_specs(sorted(toolkit.names))]
@@ -254,7 +258,7 @@ def offered_tools(toolkit: ToolKit | None) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- agent and session
 
 
-class ChatAgent:
+class ChatAgent(Generic[MessageT]):
     """Base of the LLM agents: config, prompt, limiter and retries. A backend implements
     :meth:`user_messages` and :meth:`call_model`."""
 
@@ -274,12 +278,12 @@ class ChatAgent:
 
     # ------------------------------------------------------------------ backend hooks
 
-    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:
+    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[MessageT]:
         """History entries for a user turn: the results of the previous tool calls, then the
         user's text (None when the text went back as the ``ask_user`` result)."""
         raise NotImplementedError
 
-    def call_model(self, system: str, history: list[Any]) -> ModelTurn:
+    def call_model(self, system: str, history: list[MessageT]) -> ModelTurn[MessageT]:
         """One model call with the whole history. Raises :class:`CallFailed`."""
         raise NotImplementedError
 
@@ -305,11 +309,11 @@ class ChatAgent:
             dialect=item.dialect,
         )
 
-    def open_session(self, conversation: Conversation) -> ChatSession:
+    def open_session(self, conversation: Conversation) -> ChatSession[MessageT]:
         toolbox = self.toolkit.session(conversation.item) if self.toolkit is not None else None
         return ChatSession(self, self.system_prompt(conversation.item), toolbox=toolbox)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         c = self.config
         return {
             "agent": self.name, "model": c.model, "base_url": self.endpoint, "temperature": c.temperature,
@@ -327,7 +331,7 @@ class ChatAgent:
 
     # ------------------------------------------------------------------ calls with retries
 
-    def call_with_retries(self, system: str, history: list[Any]) -> tuple[ModelTurn, float]:
+    def call_with_retries(self, system: str, history: list[MessageT]) -> tuple[ModelTurn[MessageT], float]:
         """(turn, seconds waited for the limiter). Raises the last :class:`CallFailed`."""
         retry = self.config.retry
         waited = 0.0
@@ -352,12 +356,12 @@ class ChatAgent:
 
 
 @dataclass
-class ChatSession:
+class ChatSession(Generic[MessageT]):
     """One conversation with the model: the system prompt and the turns so far."""
 
-    agent: ChatAgent
+    agent: ChatAgent[MessageT]
     system: str
-    history: list[Any] = field(default_factory=list)
+    history: list[MessageT] = field(default_factory=list)
     toolbox: Toolbox | None = None  # the discovery tools of this conversation (tools: in the config)
     pending: list[ToolCall] = field(default_factory=list)  # the last reply's tool calls, awaiting results
     answered_by_tool: bool = False  # the last reply asked through ask_user: the next text is its result
@@ -395,7 +399,7 @@ class ChatSession:
         reply.latency_s = time.perf_counter() - started - waited
         return reply
 
-    def _turn(self) -> tuple[ModelTurn, list[ToolCall], TokenUsage, float]:
+    def _turn(self) -> tuple[ModelTurn[MessageT], list[ToolCall], TokenUsage, float]:
         """Model calls until the model answers: each reply that calls only tools the harness runs
         gets their results and the model is called again. Returns the last model turn, every
         tool call of the turn, the summed token usage and the seconds waited for the limiter."""
@@ -436,6 +440,7 @@ class ChatSession:
         """The results of the previous reply's tool calls, given with this message."""
         results = []
         for call in self.pending:
+            response: dict[str, object]
             if call.name == ASK_USER:
                 response = {"answer": text} if self.answered_by_tool else QUESTION_SKIPPED
             elif call.name == RUN_SQL:
@@ -461,7 +466,7 @@ def _explores(calls: list[ToolCall], toolbox: Toolbox) -> bool:
     return not any(c.name == ASK_USER or (c.name == RUN_SQL and not toolbox.kit.runs(c)) for c in calls)
 
 
-def _unusable(turn: ModelTurn) -> bool:
+def _unusable(turn: ModelTurn[MessageT]) -> bool:
     """Whether a model reply is only tool calls the harness cannot use (an unknown tool,
     ``run_sql`` without a statement, arguments that are not an object...): the model is told
     why and may try again."""
@@ -469,7 +474,7 @@ def _unusable(turn: ModelTurn) -> bool:
     return reply.kind is ReplyKind.ERROR and reply.error_kind == "protocol"
 
 
-def _not_run(call: ToolCall) -> dict[str, Any]:
+def _not_run(call: ToolCall) -> dict[str, object]:
     """The error result of a call the harness does not run (recorded on the call)."""
     why = tool_args.problem(call.args)
     if why is not None:
@@ -480,6 +485,6 @@ def _not_run(call: ToolCall) -> dict[str, Any]:
         error = "no question given (a non-empty string): nothing was asked"
     else:
         error = f"unknown tool {clip(call.name)!r}: not run; use run_sql or ask_user"
-    response = {"error": error}
+    response: dict[str, object] = {"error": error}
     call.response, call.outcome = response, "error"
     return response

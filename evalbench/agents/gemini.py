@@ -16,12 +16,11 @@ which retries it with our backoff. Prompt, protocol and failures: :mod:`evalbenc
 
 from __future__ import annotations
 
-from typing import Any
-
 from google.genai import types
 
 from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.chat import ChatAgent, ModelTurn, ToolResult
+from evalbench.agents.tool_args import SchemaSpec, ToolSpec
 from evalbench.clients.calls import BODY_KEPT, truncate
 from evalbench.clients.genai import first_candidate, generate, make_genai_client, response_json, usage_of
 from evalbench.config.agents import GeminiAgentConfig
@@ -29,7 +28,7 @@ from evalbench.core.conversation import TokenUsage, ToolCall
 from evalbench.core.redaction import redact_url
 
 
-def _schema(spec: dict[str, Any]) -> types.Schema:
+def _schema(spec: SchemaSpec) -> types.Schema:
     """Our JSON-Schema tool parameters as a Gemini ``Schema`` (objects of strings and integers suffice)."""
     if spec.get("type") == "object":
         return types.Schema(
@@ -41,12 +40,12 @@ def _schema(spec: dict[str, Any]) -> types.Schema:
     return types.Schema(type=kind, description=spec.get("description"))
 
 
-def function_declarations(specs: list[dict[str, Any]]) -> list[types.FunctionDeclaration]:
+def function_declarations(specs: list[ToolSpec]) -> list[types.FunctionDeclaration]:
     return [types.FunctionDeclaration(name=t["name"], description=t["description"], parameters=_schema(t["parameters"]))
             for t in specs]
 
 
-class GeminiAgent(ChatAgent):
+class GeminiAgent(ChatAgent[types.Content]):
     name = "gemini"
 
     def __init__(self, config: GeminiAgentConfig, context: AgentContext) -> None:
@@ -54,20 +53,14 @@ class GeminiAgent(ChatAgent):
         self.config: GeminiAgentConfig = config
         made = make_genai_client(config, who="gemini agent", config_key="model_config")
         self.client, self.project, self.location = made.client, made.project, made.location
-        tools = [types.Tool(function_declarations=function_declarations(self.tool_specs))] if self.function_calling else None
-        self._base_config: dict[str, Any] = dict(
-            temperature=config.temperature,
-            seed=self.seed,
-            max_output_tokens=config.max_output_tokens,
-            tools=tools,
-            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-        )
+        self._tools = [types.Tool(function_declarations=function_declarations(self.tool_specs))] if self.function_calling else None
+        self._automatic_function_calling = types.AutomaticFunctionCallingConfig(disable=True)
 
     @property
     def endpoint(self) -> str | None:
         return redact_url(self.config.base_url) if self.config.base_url else None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return super().describe() | {"vertexai": self.config.vertexai, "project": self.project, "location": self.location}
 
     def close(self) -> None:
@@ -81,7 +74,7 @@ class GeminiAgent(ChatAgent):
 
     # ------------------------------------------------------------------ backend
 
-    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:
+    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[types.Content]:
         parts = [
             types.Part(function_response=types.FunctionResponse(name=r.call.name, id=r.call.id, response=r.response))
             for r in results
@@ -90,8 +83,15 @@ class GeminiAgent(ChatAgent):
             parts.append(types.Part(text=text))
         return [types.Content(role="user", parts=parts)]
 
-    def call_model(self, system: str, history: list[Any]) -> ModelTurn:
-        config = types.GenerateContentConfig(system_instruction=system, **self._base_config)
+    def call_model(self, system: str, history: list[types.Content]) -> ModelTurn[types.Content]:
+        config = types.GenerateContentConfig(
+            system_instruction=system,
+            temperature=self.config.temperature,
+            seed=self.seed,
+            max_output_tokens=self.config.max_output_tokens,
+            tools=self._tools,
+            automatic_function_calling=self._automatic_function_calling,
+        )
         response = generate(self.client, self.config.model, history, config,
                             endpoint=self.endpoint, timeout_s=self.config.timeout_s)
         return _read(response)
@@ -100,7 +100,7 @@ class GeminiAgent(ChatAgent):
 _NOT_RAW = frozenset({"sdk_http_response", "automatic_function_calling_history"})
 
 
-def _read(response: types.GenerateContentResponse) -> ModelTurn:
+def _read(response: types.GenerateContentResponse) -> ModelTurn[types.Content]:
     usage = usage_of(response) or TokenUsage()
     candidate = first_candidate(response, raw=truncate(response_json(response, _NOT_RAW), BODY_KEPT) or "")
     content = candidate.content
@@ -127,7 +127,8 @@ def _read(response: types.GenerateContentResponse) -> ModelTurn:
         text="".join(texts),
         calls=calls,
         usage=usage,
-        native=content,
+        # no content: no text and no call, an error reply that never joins the history
+        native=content if content is not None else types.Content(role="model", parts=[]),
         raw=raw,
         finish_reason=getattr(finish, "value", finish) if finish is not None else None,
     )

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalbench.backends.tables import TableInfo
 from evalbench.dataset.knowledge import KnowledgeEntry
@@ -34,7 +34,7 @@ class Document:
     key: str
     title: str
     body: str
-    fields: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    fields: Mapping[str, object] = field(default_factory=dict, hash=False, compare=False)
 
 
 def knowledge_documents(entries: dict[int, KnowledgeEntry]) -> list[Document]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 import httpx
 
@@ -29,7 +28,7 @@ from evalbench.core.errors import ConfigError
 from evalbench.core.redaction import redact_url, remember_secret
 
 
-class OpenAICompatAgent(ChatAgent):
+class OpenAICompatAgent(ChatAgent[dict[str, object]]):
     name = "openai_compat"
 
     def __init__(self, config: OpenAICompatAgentConfig, context: AgentContext) -> None:
@@ -49,13 +48,13 @@ class OpenAICompatAgent(ChatAgent):
             timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 10.0)),
             transport=deadline_transport(),  # timeout_s and the conversation deadline bound the whole reply
         )
-        self.openai_tools = [{"type": "function", "function": tool} for tool in self.tool_specs]
+        self.openai_tools: list[dict[str, object]] = [{"type": "function", "function": tool} for tool in self.tool_specs]
 
     @property
     def endpoint(self) -> str:
         return redact_url(self.config.base_url)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return super().describe() | {"header_names": sorted(self.config.headers), "bearer_token": bool(self.config.api_key_env)}
 
     def close(self) -> None:
@@ -103,17 +102,17 @@ class OpenAICompatAgent(ChatAgent):
 
     # ------------------------------------------------------------------ backend
 
-    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[Any]:
-        messages: list[dict[str, Any]] = [
+    def user_messages(self, text: str | None, results: list[ToolResult]) -> list[dict[str, object]]:
+        messages: list[dict[str, object]] = [
             {"role": "tool", "tool_call_id": r.call.id, "content": json.dumps(r.response)} for r in results
         ]
         if text is not None:
             messages.append({"role": "user", "content": text})
         return messages
 
-    def call_model(self, system: str, history: list[Any]) -> ModelTurn:
+    def call_model(self, system: str, history: list[dict[str, object]]) -> ModelTurn[dict[str, object]]:
         c = self.config
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "model": c.model,
             "messages": [{"role": "system", "content": system}, *history],
             "temperature": c.temperature,
@@ -139,13 +138,13 @@ class OpenAICompatAgent(ChatAgent):
         if response.status_code >= 400:
             raise CallFailed(f"HTTP {response.status_code}: {response.text[:BODY_KEPT]}", f"http_{response.status_code}")
         try:
-            data = response.json()
+            data: object = response.json()
         except ValueError as exc:
             raise CallFailed(f"malformed response (not JSON: {exc}): {response.text[:BODY_KEPT]}", "protocol") from None
         return _read(data, response.text)
 
 
-def _read(data: Any, text: str) -> ModelTurn:
+def _read(data: object, text: str) -> ModelTurn[dict[str, object]]:
     raw = truncate(text)
     if not isinstance(data, dict):
         raise CallFailed(f"malformed response (not an object): {text[:BODY_KEPT]}", "protocol")
@@ -160,7 +159,7 @@ def _read(data: Any, text: str) -> ModelTurn:
         raise CallFailed(f"malformed response (choices[0].message is missing): {text[:BODY_KEPT]}", "protocol")
     content = _text(message.get("content"))
     calls: list[ToolCall] = []
-    native_calls: list[dict[str, Any]] = []
+    native_calls: list[dict[str, object]] = []
     for index, raw_call in enumerate(message.get("tool_calls") or []):
         if not isinstance(raw_call, dict):
             continue
@@ -174,7 +173,7 @@ def _read(data: Any, text: str) -> ModelTurn:
             "id": call_id, "type": "function",
             "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else _json_text(args)},
         })
-    native: dict[str, Any] = {"role": "assistant", "content": content or None}
+    native: dict[str, object] = {"role": "assistant", "content": content or None}
     if native_calls:
         native["tool_calls"] = native_calls
     elif not content:
@@ -189,7 +188,7 @@ def _read(data: Any, text: str) -> ModelTurn:
                      finish_reason=str(finish) if finish is not None else None)
 
 
-def _json_text(args: dict[str, Any]) -> str:
+def _json_text(args: dict[str, object]) -> str:
     """Arguments sent as an object (Ollama), as the JSON text the history keeps."""
     try:
         return json.dumps(args)
@@ -197,7 +196,7 @@ def _json_text(args: dict[str, Any]) -> str:
         return "{}"
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     """``content`` as text: a string, null, or a list of ``{type: text, text}`` parts."""
     if content is None:
         return ""

@@ -16,10 +16,10 @@ import hashlib
 import logging
 import threading
 from pathlib import Path
-from typing import Any
 
 from evalbench.agents import AgentContext
 from evalbench.agents.predictions_file import read_predictions
+from evalbench.config.agents import PredictionsAgentConfig
 from evalbench.core.conversation import AgentReply, Conversation, ReplyKind
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class PredictionsAgent:
     name = "predictions"
     sticky = True
 
-    def __init__(self, config: Any, context: AgentContext) -> None:
+    def __init__(self, config: PredictionsAgentConfig, context: AgentContext) -> None:
         self.path = Path(config.predictions_file)
         self.follow_up_file = Path(config.follow_up_file) if config.follow_up_file is not None else None
         self.format = config.format
@@ -63,7 +63,7 @@ class PredictionsAgent:
         with self._lock:
             self._asked.add((phase, item_id))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         files = [self.path] + ([self.follow_up_file] if self.follow_up_file else [])
         return {"agent": "predictions", "predictions_file": str(self.path),
                 "follow_up_file": str(self.follow_up_file) if self.follow_up_file else None, "format": self.format,

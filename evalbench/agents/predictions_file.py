@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Final, Literal, TypeAlias
 
 from evalbench.core.errors import ConfigError
 
@@ -32,7 +33,15 @@ ANY_ID = ("instance_id", "id", "item_id")
 ANY_SQL = ("pred_sqls", "sql", "pred_sql", "predicted_sql", "generated_sql")
 FOLLOW_UP_KEY = "follow_up_sql"
 FOLLOW_UP_SUFFIX = ":follow_up"
-_ABSENT: Any = object()  # no SQL given for that phase (unlike a blank prediction, None)
+
+
+class _Absent(Enum):
+    ABSENT = "absent"
+
+
+_ABSENT: Final = _Absent.ABSENT  # no SQL given for that phase (unlike a blank prediction, None)
+# One phase's prediction as read: its SQL, None (a blank prediction) or _ABSENT
+_Read: TypeAlias = "str | Literal[_Absent.ABSENT] | None"
 
 
 @dataclass
@@ -58,7 +67,7 @@ def read_predictions(path: Path, fmt: str = "auto", *, follow_up_file: Path | No
     return out
 
 
-def _entries(path: Path, fmt: str) -> Iterator[tuple[int | None, Any]]:
+def _entries(path: Path, fmt: str) -> Iterator[tuple[int | None, object]]:
     """(line, entry) of each prediction: a record, or an (id, value) pair of a JSON object."""
     if path.suffix.lower() == ".csv":
         yield from _csv_rows(path)
@@ -67,7 +76,7 @@ def _entries(path: Path, fmt: str) -> Iterator[tuple[int | None, Any]]:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the predictions file: {exc}", file=str(path), key="predictions_file") from None
-    data: Any = None
+    data: object = None
     if path.suffix.lower() != ".jsonl":
         try:
             data = json.loads(text)
@@ -84,7 +93,7 @@ def _entries(path: Path, fmt: str) -> Iterator[tuple[int | None, Any]]:
         yield from _jsonl(path, text)
 
 
-def _jsonl(path: Path, text: str) -> Iterator[tuple[int | None, Any]]:
+def _jsonl(path: Path, text: str) -> Iterator[tuple[int | None, object]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -94,7 +103,7 @@ def _jsonl(path: Path, text: str) -> Iterator[tuple[int | None, Any]]:
             raise ConfigError(f"not valid JSON ({exc})", file=str(path), line=number) from None
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int | None, Any]]:
+def _csv_rows(path: Path) -> Iterator[tuple[int | None, object]]:
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
@@ -104,14 +113,17 @@ def _csv_rows(path: Path) -> Iterator[tuple[int | None, Any]]:
         raise ConfigError(f"cannot read the predictions CSV: {exc}", file=str(path)) from None
 
 
-def _looks_like_record(data: dict[str, Any], fmt: str) -> bool:
+def _looks_like_record(data: Mapping[str, object], fmt: str) -> bool:
     """A one-line JSONL file parses as one JSON object: a record, not an {id: sql} mapping."""
     ids, sqls = ID_KEYS.get(fmt, ANY_ID), SQL_KEYS.get(fmt, ANY_SQL)
     return any(isinstance(data.get(k), (str, int)) for k in ids) and any(k in data for k in sqls)
 
 
-def _add(out: Predictions, path: Path, line: int | None, entry: Any, fmt: str, phase: str | None) -> None:
+def _add(out: Predictions, path: Path, line: int | None, entry: object, fmt: str, phase: str | None) -> None:
     where = f"{path}:{line}" if line is not None else str(path)
+    item_id: str
+    main: _Read
+    follow_up: _Read
     if isinstance(entry, tuple):  # {id: value}
         item_id, value = entry
         main, follow_up = _mapping_value(value, path, item_id)
@@ -120,7 +132,9 @@ def _add(out: Predictions, path: Path, line: int | None, entry: Any, fmt: str, p
     if item_id.endswith(FOLLOW_UP_SUFFIX) and fmt != "bird_interact":
         item_id, phase = item_id[: -len(FOLLOW_UP_SUFFIX)], "follow_up"
     if phase == "follow_up":  # a follow-up file's record, or an id X:follow_up: its SQL is the follow-up's
-        _put(out, "follow_up", item_id, main if main is not _ABSENT else follow_up, where, path, line)
+        sql = main if main is not _ABSENT else follow_up
+        if sql is not _ABSENT:  # always: a prediction without SQL for either phase was refused
+            _put(out, "follow_up", item_id, sql, where, path, line)
         return
     if main is not _ABSENT:
         _put(out, "main", item_id, main, where, path, line)
@@ -137,7 +151,7 @@ def _put(out: Predictions, phase: str, item_id: str, sql: str | None, where: str
     out.where[(phase, item_id)] = where
 
 
-def _mapping_value(value: Any, path: Path, item_id: str) -> tuple[Any, Any]:
+def _mapping_value(value: object, path: Path, item_id: str) -> tuple[_Read, _Read]:
     if isinstance(value, list):  # [main_sql, follow_up_sql]
         if not 1 <= len(value) <= 2 or not all(v is None or isinstance(v, str) for v in value):
             raise ConfigError("expected an SQL text, or a list [main_sql, follow_up_sql]", file=str(path), key=item_id)
@@ -150,7 +164,7 @@ def _mapping_value(value: Any, path: Path, item_id: str) -> tuple[Any, Any]:
     raise ConfigError(f"expected an SQL text, got {type(value).__name__}", file=str(path), key=item_id)
 
 
-def _record(record: Any, path: Path, line: int | None, fmt: str) -> tuple[str, Any, Any]:
+def _record(record: object, path: Path, line: int | None, fmt: str) -> tuple[str, _Read, _Read]:
     if not isinstance(record, dict):
         raise ConfigError(f"expected a JSON object (a prediction record), got {type(record).__name__}", file=str(path), line=line)
     ids, sqls = ID_KEYS.get(fmt, ANY_ID), SQL_KEYS.get(fmt, ANY_SQL)
@@ -167,7 +181,7 @@ def _record(record: Any, path: Path, line: int | None, fmt: str) -> tuple[str, A
     return str(record[id_key]), main, follow_up
 
 
-def _sql(value: Any, path: Path, line: int | None, key: str) -> str | None:
+def _sql(value: object, path: Path, line: int | None, key: str) -> str | None:
     """One phase's SQL: a text, or a list of statements run as one script (BIRD-Interact's
     ``pred_sqls``; a text that is a JSON list is that list, as ``ensure_list`` reads it)."""
     if isinstance(value, str) and key == "pred_sqls" and value.strip().startswith("["):

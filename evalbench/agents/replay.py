@@ -18,11 +18,13 @@ and on the conversation — unless the conversation ended before that point, on 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalbench.agents import AgentContext
+from evalbench.config.agents import ReplayAgentConfig
 from evalbench.core.conversation import AgentReply, Conversation, Outcome, ReplyKind, TokenUsage, ToolCall
 from evalbench.results.journal.lines import conversation_key
 from evalbench.results.journal.recording import JOURNAL as JOURNAL  # their old home, kept for a release
@@ -41,44 +43,61 @@ _CLIPPED = re.compile(r"\.\.\.\[\d+ more bytes\]$")  # the journal's cut-text ma
 class Script:
     """One recorded conversation arranged for replay."""
 
-    turns: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)  # (phase, attempt) -> turns
+    turns: dict[tuple[str, int], list[Mapping[str, object]]] = field(default_factory=dict)  # (phase, attempt) -> turns
     outcome: str | None = None  # the source conversation's outcome
     stop: tuple[str, int] | None = None  # where it ended in an error (phase, attempt)
     stop_outcome: str | None = None
     stop_error: str | None = None
 
 
-def script_of(record: dict[str, Any]) -> Script:
-    script = Script(outcome=record.get("outcome"))
+def _object(value: object) -> Mapping[str, object]:
+    """A record's object (the journal's shapes checked it is one where it is not null), else {}."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def script_of(record: Mapping[str, object]) -> Script:
+    """``record``: a conversation record of the journal (of the types its shapes check)."""
+    script = Script(outcome=_text(record.get("outcome")))
     attempts: dict[str, int] = {}
-    for turn in record.get("turns") or []:
+    for turn in _list(record.get("turns")):
         if not isinstance(turn, dict):
             continue
         phase = str(turn.get("phase") or "main")
         attempt = attempts.get(phase, 0)
         script.turns.setdefault((phase, attempt), []).append(turn)
-        if (turn.get("reply") or {}).get("kind") in _TERMINAL:
+        if _object(turn.get("reply")).get("kind") in _TERMINAL:
             attempts[phase] = attempt + 1
     if script.outcome in ERROR_OUTCOMES:
-        phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
+        phases = [p for p in _list(record.get("phases")) if isinstance(p, dict)]
         # the phase that ended in the error; a cancelled conversation may carry it on no phase: its last
-        failed = next((p for p in phases if p.get("outcome") in ERROR_OUTCOMES), phases[-1] if phases else {})
-        script.stop = (str(failed.get("phase") or "main"), int(failed.get("debug_used") or 0))
-        script.stop_outcome = failed.get("outcome") if failed.get("outcome") in ERROR_OUTCOMES else script.outcome
-        script.stop_error = failed.get("error") or record.get("error") or script.stop_outcome
+        failed: Mapping[str, object] = next((p for p in phases if p.get("outcome") in ERROR_OUTCOMES),
+                                            phases[-1] if phases else {})
+        debug_used = failed.get("debug_used")
+        script.stop = (str(failed.get("phase") or "main"), debug_used if isinstance(debug_used, int) else 0)
+        outcome = _text(failed.get("outcome"))
+        script.stop_outcome = outcome if outcome in ERROR_OUTCOMES else script.outcome
+        script.stop_error = _text(failed.get("error")) or _text(record.get("error")) or script.stop_outcome
     return script
 
 
-def _replays_itself(turn: dict[str, Any] | None) -> bool:
+def _replays_itself(turn: Mapping[str, object] | None) -> bool:
     """The recorded turn ends the conversation the way the source's did when replayed as it is:
     an error reply, or a question whose recorded answer is the virtual user's error."""
-    reply = (turn or {}).get("reply") or {}
+    reply = _object((turn or {}).get("reply"))
     if reply.get("kind") == "error":
         return True
-    return reply.get("kind") == "clarification" and bool(((turn or {}).get("vuser") or {}).get("error"))
+    return reply.get("kind") == "clarification" and bool(_object((turn or {}).get("vuser")).get("error"))
 
 
-def reply_of(recorded: dict[str, Any]) -> AgentReply:
+def reply_of(recorded: Mapping[str, object]) -> AgentReply:
     """The journal's reply record as an :class:`AgentReply` (latency and tokens as recorded)."""
     try:
         kind = ReplyKind(recorded.get("kind"))
@@ -88,17 +107,17 @@ def reply_of(recorded: dict[str, Any]) -> AgentReply:
     if kind is ReplyKind.SQL and isinstance(sql, str) and _CLIPPED.search(sql):
         return _error("replay: the journal holds only the beginning of this SQL (it was longer than the "
                       "journal keeps), so it cannot be run again")
-    usage = recorded.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    calls = [_tool_call(c) for c in recorded.get("tool_calls") or [] if isinstance(c, dict)]
-    return AgentReply(kind, text=recorded.get("text") or "", sql=sql if isinstance(sql, str) else None, tool_calls=calls,
-                      usage=TokenUsage.reported(*(usage.get(k) for k in ("prompt", "completion", "total"))),
-                      latency_s=float(recorded.get("latency_s") or 0.0), error=recorded.get("error"),
-                      error_kind=recorded.get("error_kind"), raw=recorded.get("raw"))
+    usage = _object(recorded.get("usage"))
+    calls = [_tool_call(c) for c in _list(recorded.get("tool_calls")) if isinstance(c, dict)]
+    latency = recorded.get("latency_s")
+    return AgentReply(kind, text=_text(recorded.get("text")) or "", sql=sql if isinstance(sql, str) else None,
+                      tool_calls=calls, usage=TokenUsage.reported(*(usage.get(k) for k in ("prompt", "completion", "total"))),
+                      latency_s=float(latency) if isinstance(latency, (int, float)) and latency else 0.0,
+                      error=_text(recorded.get("error")), error_kind=_text(recorded.get("error_kind")), raw=recorded.get("raw"))
 
 
 def _tool_call(recorded: dict[str, Any]) -> ToolCall:
-    """A recorded tool call; a discovery tool's outcome, latency and size are kept (the rescored
+    """A recorded tool call (the journal's shapes do not check its types: ``id`` is kept as it is); a discovery tool's outcome, latency and size are kept (the rescored
     run counts its tool metrics as the recorded run did)."""
     args = recorded.get("args")
     outcome, latency, size = recorded.get("outcome"), recorded.get("latency_s"), recorded.get("result_bytes")
@@ -125,7 +144,7 @@ class ReplaySession:
         record = agent.recording.record(self.key)
         self.script = script_of(record) if record is not None else None
         self.position: dict[tuple[str, int], int] = {}
-        self.served: dict[str, Any] | None = None  # the recorded turn of the last reply (the replay vuser reads it)
+        self.served: Mapping[str, object] | None = None  # the recorded turn of the last reply (the replay vuser reads it)
         self.reached_stop = False
 
     def send(self, text: str) -> AgentReply:
@@ -144,10 +163,11 @@ class ReplaySession:
             if not _replays_itself(turn):  # the error came after the reply (its SQL's execution, a cancellation...)
                 outcome = self.script.stop_outcome
                 return _error(str(self.script.stop_error), "timeout" if outcome == "timeout" else "replay")
-        if turn is None or not isinstance(turn.get("reply"), dict):
+        reply = turn.get("reply") if turn is not None else None
+        if turn is None or not isinstance(reply, dict):
             return _error(self._missing(where, index))
         self.served = turn
-        return reply_of(turn["reply"])
+        return reply_of(reply)
 
     def _missing(self, where: tuple[str, int], index: int) -> str:
         phase, attempt = where
@@ -181,10 +201,10 @@ class ReplayAgent:
     name = "replay"
     sticky = True
 
-    def __init__(self, config: Any, context: AgentContext) -> None:
+    def __init__(self, config: ReplayAgentConfig, context: AgentContext) -> None:
         self.recording = Recording(Path(config.run_dir))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         manifest = self.recording.manifest
         return {"agent": "replay", "run_dir": str(self.recording.run_dir), "source_run_id": self.recording.run_id,
                 "source_config_fingerprint": manifest.get("config_fingerprint"),

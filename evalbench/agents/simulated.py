@@ -20,14 +20,16 @@ from __future__ import annotations
 import datetime as dt
 import random
 import time
-from typing import Any
 
 import sqlglot
 from sqlglot import expressions as exp
 
 from evalbench.agents import AgentContext
 from evalbench.agents.tools import ToolKit
-from evalbench.config.agents import FAILURE_KINDS  # noqa: F401 (re-exported; the config schema validates rates against it)
+from evalbench.config.agents import (
+    FAILURE_KINDS,  # noqa: F401 (re-exported; the config schema validates rates against it)
+    SimulatedAgentConfig,
+)
 from evalbench.core.conversation import AgentReply, Conversation, ReplyKind, ToolCall, conversation_seed
 from evalbench.core.items import knowledge_refs
 
@@ -47,7 +49,7 @@ MAX_WORDS_CELLS = 12  # a result of more cells is given as SQL, not in words
 
 
 class SimulatedAgent:
-    def __init__(self, config: Any, context: AgentContext) -> None:
+    def __init__(self, config: SimulatedAgentConfig, context: AgentContext) -> None:
         self.name = config.agent
         self.query = context.query
         self.noisy = config.agent == "simulated:noisy"
@@ -62,7 +64,7 @@ class SimulatedAgent:
         self.knows_knowledge = config.knows_knowledge
         self.toolkit = ToolKit(config.tools, config.tool_limits, context) if config.tools else None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         tools = {"tools": sorted(self.toolkit.names)} if self.toolkit is not None else {}
         return {"agent": self.name, "seed": self.seed, "latency_s": self.latency_s, "failure_rates": self.rates,
                 "session": "sticky" if self.sticky else "per_turn", "knows_knowledge": self.knows_knowledge, **tools}
@@ -116,14 +118,14 @@ class SimulatedSession:
         reply.latency_s = time.perf_counter() - started
         return reply
 
-    def _phase(self, text: str) -> tuple[str, str, list[Any]]:
+    def _phase(self, text: str) -> tuple[str, str, list[object]]:
         """(phase, its golden SQL, the knowledge it cites) of the turn ``text`` opens."""
         follow_up = self.item.follow_up
         if follow_up is not None and (self.in_follow_up or text == follow_up.question):
             return "follow_up", follow_up.golden_sql[0], follow_up.external_knowledge
         return "main", self.item.golden_sql[0], self.item.external_knowledge
 
-    def _needed(self, cited: list[Any]) -> list[int]:
+    def _needed(self, cited: list[object]) -> list[int]:
         """The knowledge entries a phase cites that the agent may see (an ambiguity's are asked for)."""
         entries = self.agent.knowledge.get(self.item.database, {})
         return [i for i in knowledge_refs(cited) if i in entries and i not in self.item.deleted_knowledge]
@@ -148,7 +150,9 @@ class SimulatedSession:
         for call in planned:
             response = box.run(call)
             if call.name == "search_knowledge":
-                self.found |= {r["id"] for r in response.get("results", []) if r.get("kind") == "knowledge"}
+                results = response.get("results", [])
+                if isinstance(results, list):  # always (a list of the matches, possibly cut to fit)
+                    self.found |= {r["id"] for r in results if r.get("kind") == "knowledge"}
         return planned
 
     def _reply(self, text: str) -> AgentReply:
@@ -159,7 +163,7 @@ class SimulatedSession:
         terms = [a.term for a in self.item.ambiguities if a.kind != "non_critical"]
         return self._answer(golden, self._failure(phase, cited), ambiguous_terms=terms)
 
-    def _failure(self, phase: str, cited: list[Any]) -> str | None:
+    def _failure(self, phase: str, cited: list[object]) -> str | None:
         """The phase's drawn failure; a guess when the agent lacks knowledge the phase needs."""
         drawn = self.failures[phase]
         if drawn is None and not self.agent.knows_knowledge and set(self._needed(cited)) - self.found:
@@ -205,7 +209,7 @@ class SimulatedSession:
         return "Here is what I found: " + "; ".join(", ".join(in_words(v) for v in row) for row in rows) + "."
 
 
-def in_words(value: Any) -> str:
+def in_words(value: object) -> str:
     """A cell as an agent would write it in a sentence."""
     if value is None:
         return "none"

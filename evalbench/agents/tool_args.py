@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 from evalbench.core.json_types import json_type
 
@@ -26,6 +26,28 @@ MAX_DEPTH = 32  # nesting of arrays and objects; no tool takes more than one lev
 RAW_KEPT = 2_000  # characters of unusable arguments kept on the call
 MAX_INTEGER_DIGITS = 100
 _INTEGER_TEXT = re.compile(r"\s*[+-]?\d{1,18}\s*")
+
+
+class SchemaSpec(TypedDict, total=False):
+    """The JSON Schema of a tool's parameters, as far as the tools use it: an object of string and
+    integer properties."""
+
+    type: str
+    description: str
+    maxLength: int
+    properties: dict[str, SchemaSpec]
+    required: list[str]
+
+
+class _ToolSpecBase(TypedDict):
+    name: str
+    parameters: SchemaSpec
+
+
+class ToolSpec(_ToolSpecBase, total=False):
+    """A tool offered to a model, in the neutral form each backend converts."""
+
+    description: str
 
 
 class ArgumentError(ValueError):
@@ -44,7 +66,7 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
-def decode(arguments: Any) -> dict[str, Any]:
+def decode(arguments: object) -> dict[str, object]:
     """``arguments`` as a dict of JSON values; unusable ones as ``{_raw, _problem}``."""
     if arguments is None or arguments == "":
         return {}
@@ -71,7 +93,7 @@ def decode(arguments: Any) -> dict[str, Any]:
     return {str(key): item for key, item in value.items()}
 
 
-def problem(args: Any) -> str | None:
+def problem(args: object) -> str | None:
     """Why :func:`decode` could not use these arguments, or None."""
     if not isinstance(args, Mapping):
         return f"the arguments must be a JSON object, not {json_type(args)}"
@@ -79,7 +101,7 @@ def problem(args: Any) -> str | None:
     return str(why) if why is not None else None
 
 
-def check(parameters: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
+def check(parameters: SchemaSpec, args: Mapping[str, object]) -> dict[str, str | int]:
     """The arguments a tool with these JSON Schema ``parameters`` takes, each of its declared
     type (``string``, within its ``maxLength``, or ``integer``: an integral number or a short
     integer text counts); others are left out. :class:`ArgumentError` for a missing required one or a
@@ -87,11 +109,11 @@ def check(parameters: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, A
     why = problem(args)
     if why is not None:
         raise ArgumentError(why)
-    properties: Mapping[str, Any] = parameters.get("properties") or {}
+    properties: Mapping[str, SchemaSpec] = parameters.get("properties") or {}
     for name in parameters.get("required") or ():
         if args.get(name) is None:
             raise ArgumentError(f"{name} is required")
-    checked: dict[str, Any] = {}
+    checked: dict[str, str | int] = {}
     for name, spec in properties.items():
         value = args.get(name)
         if value is None:
@@ -101,7 +123,7 @@ def check(parameters: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, A
     return checked
 
 
-def _integer(name: str, value: Any) -> int:
+def _integer(name: str, value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
@@ -111,7 +133,7 @@ def _integer(name: str, value: Any) -> int:
     raise ArgumentError(f"{name} must be a whole number, not {_shown(value)}")
 
 
-def _string(name: str, value: Any, max_length: int | None) -> str:
+def _string(name: str, value: object, max_length: int | None) -> str:
     if not isinstance(value, str):
         raise ArgumentError(f"{name} must be a string, not {_shown(value)}")
     if max_length is not None and len(value) > max_length:
@@ -119,7 +141,7 @@ def _string(name: str, value: Any, max_length: int | None) -> str:
     return value
 
 
-def kept(value: Any, what: str = "the tool response is") -> Any:
+def kept(value: object, what: str = "the tool response is") -> object:
     """A JSON value a server sent (an ADK tool response), as is when it nests at most
     :data:`MAX_DEPTH` levels, else as ``{_raw, _problem}``: nothing later (the journal, the
     reports) walks a value nested thousands of levels deep. Its size is the reply's business."""
@@ -127,10 +149,10 @@ def kept(value: Any, what: str = "the tool response is") -> Any:
     return value if why is None else _unusable(_text(value), why)
 
 
-def _too_big(value: Any, what: str = "the arguments are", max_bytes: int | None = MAX_BYTES) -> str | None:
+def _too_big(value: object, what: str = "the arguments are", max_bytes: int | None = MAX_BYTES) -> str | None:
     """Why ``value`` is too deep or too large to keep ("<what> larger than ..."), or None.
     Iterative: never recurses."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     size = 0
     while stack:
         item, depth = stack.pop()
@@ -150,17 +172,17 @@ def _too_big(value: Any, what: str = "the arguments are", max_bytes: int | None 
     return None
 
 
-def _unusable(text: str, why: str) -> dict[str, Any]:
+def _unusable(text: str, why: str) -> dict[str, object]:
     kept = text if len(text) <= RAW_KEPT else text[:RAW_KEPT] + f"... [{len(text) - RAW_KEPT} more characters]"
     return {RAW: kept, PROBLEM: why}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """Some text for a value that is not usable as it is (never raises, never walks it deeply)."""
     return f"<{json_type(value)}>" if isinstance(value, (Mapping, list, tuple)) else _shown(value, RAW_KEPT)
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def _shown(value: object, limit: int = 80) -> str:
     """A short, safe description of a value for a message (a huge integer is not converted)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return "an integer too large to use"

@@ -24,11 +24,11 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from evalbench.agents import AgentContext, tool_args
 from evalbench.agents.knowledge_index import KnowledgeIndex, column_documents, knowledge_documents
+from evalbench.agents.tool_args import SchemaSpec, ToolSpec
 from evalbench.backends.tables import TableInfo, quote_table
 from evalbench.config.agents import ToolLimits
 from evalbench.core.conversation import MAX_SQL_BYTES, ToolCall
@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 
 RUN_SQL = "run_sql"
 
-_TABLE = {"table": {"type": "string", "description": "the table's name, as list_tables gives it", "maxLength": 1024}}
-SPECS: dict[str, dict[str, Any]] = {
+_TABLE: dict[str, SchemaSpec] = {"table": {"type": "string", "description": "the table's name, as list_tables gives it", "maxLength": 1024}}
+SPECS: dict[str, ToolSpec] = {
     "list_tables": {
         "name": "list_tables",
         "description": "List the database's tables with their row counts.",
@@ -68,13 +68,13 @@ SPECS: dict[str, dict[str, Any]] = {
     },
 }
 # run_sql as the kit checks its arguments (the spec offered to the model is the chat agents')
-RUN_SQL_SPEC: dict[str, Any] = {"name": RUN_SQL, "parameters": {
+RUN_SQL_SPEC: ToolSpec = {"name": RUN_SQL, "parameters": {
     "type": "object", "properties": {"sql": {"type": "string", "maxLength": MAX_SQL_BYTES}}, "required": ["sql"]}}
 RUN_SQL_NOTE = ("With this tool you see the rows of your query; you may run several, and the last statement you "
                 "run is your answer.")
 
 
-def tool_specs(names: Sequence[str]) -> list[dict[str, Any]]:
+def tool_specs(names: Sequence[str]) -> list[ToolSpec]:
     """The specs of the configured tools offered besides run_sql and ask_user, in a neutral form."""
     return [SPECS[n] for n in names if n in SPECS]
 
@@ -128,13 +128,13 @@ class Toolbox:
     def start_turn(self) -> None:
         self.calls_in_turn = 0
 
-    def run(self, call: ToolCall) -> dict[str, Any]:
+    def run(self, call: ToolCall) -> dict[str, object]:
         """Run ``call``; its response, outcome, latency and result size are set on it."""
         started = time.perf_counter()
         limits = self.kit.limits
         if self.calls_in_turn >= limits.per_turn or self.calls_in_conversation >= limits.per_conversation:
             which = "turn" if self.calls_in_turn >= limits.per_turn else "conversation"
-            response: dict[str, Any] = {"error": f"tool budget exhausted ({which}): not run. Answer now with run_sql, "
+            response: dict[str, object] = {"error": f"tool budget exhausted ({which}): not run. Answer now with run_sql, "
                                                  "or ask_user"}
             outcome = "budget"
         else:
@@ -147,7 +147,7 @@ class Toolbox:
         call.latency_s = time.perf_counter() - started
         return response
 
-    def _answer(self, call: ToolCall) -> dict[str, Any]:
+    def _answer(self, call: ToolCall) -> dict[str, object]:
         """The call's result: an error the model can read for arguments the tool cannot take, or
         anything else that goes wrong — never an exception."""
         spec = RUN_SQL_SPEC if call.name == RUN_SQL else SPECS.get(call.name)
@@ -163,7 +163,7 @@ class Toolbox:
 
     # ------------------------------------------------------------------ the tools
 
-    def _dispatch(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _dispatch(self, name: str, args: Mapping[str, str | int]) -> dict[str, object]:
         if name == "list_tables":
             return {"tables": [{"table": t.name, "rows": t.rows} for t in self._tables()]}
         if name == "describe_table":
@@ -174,12 +174,12 @@ class Toolbox:
             return {"table": table.name, "rows": table.rows, "columns": columns, "knowledge_ids": self._visible_knowledge(table)}
         if name == "sample_rows":
             table = self._table(args)
-            limit = _clamp(args.get("limit", 5), 1, self.kit.limits.max_rows)
+            limit = _clamp(_number(args, "limit", 5), 1, self.kit.limits.max_rows)
             return self._rows(f"SELECT * FROM {quote_table(table.name, self.item.dialect)} LIMIT {limit}")
         if name == "search_knowledge":
             return self._search(args)
         if name == RUN_SQL:
-            sql = args["sql"]
+            sql = _text(args, "sql")
             if not sql.strip():
                 raise _ToolError("no sql given: nothing was run")
             return self._rows(sql)
@@ -188,8 +188,8 @@ class Toolbox:
     def _tables(self) -> list[TableInfo]:
         return self.kit.context.tables(self.item.dialect, self.item.database)
 
-    def _table(self, args: dict[str, Any]) -> TableInfo:
-        wanted = args["table"]
+    def _table(self, args: Mapping[str, str | int]) -> TableInfo:
+        wanted = _text(args, "table")
         if not wanted.strip():
             raise _ToolError("no table given")
         tables = self._tables()
@@ -202,16 +202,16 @@ class Toolbox:
     def _visible_knowledge(self, table: TableInfo) -> list[int]:
         return [i for i in table.knowledge_ids if i not in self.item.deleted_knowledge]
 
-    def _search(self, args: dict[str, Any]) -> dict[str, Any]:
-        query = args["query"]
+    def _search(self, args: Mapping[str, str | int]) -> dict[str, object]:
+        query = _text(args, "query")
         if not query.strip():
             raise _ToolError("no query given")
-        limit = _clamp(args.get("limit", self.kit.limits.max_results), 1, self.kit.limits.max_results)
+        limit = _clamp(_number(args, "limit", self.kit.limits.max_results), 1, self.kit.limits.max_results)
         exclude = frozenset(("knowledge", str(i)) for i in self.item.deleted_knowledge)
         found = self.kit.index(self.item).search(query, limit, exclude)
         return {"results": [{"kind": d.kind, **d.fields, "score": round(score, 4)} for d, score in found]}
 
-    def _rows(self, sql: str) -> dict[str, Any]:
+    def _rows(self, sql: str) -> dict[str, object]:
         result = self.kit.context.execute(self.item.dialect, self.item.database, sql)
         if result is None:
             raise _ToolError(f"the database {self.item.database!r} is not available")
@@ -220,6 +220,22 @@ class Toolbox:
 
 class _ToolError(Exception):
     """A call that cannot be run as asked; its message is the tool's error result."""
+
+
+def _text(args: Mapping[str, str | int], name: str) -> str:
+    """A string argument (:func:`~evalbench.agents.tool_args.check` gave it its declared type)."""
+    value = args[name]
+    if not isinstance(value, str):
+        raise _ToolError(f"{name} must be a string")
+    return value
+
+
+def _number(args: Mapping[str, str | int], name: str, default: int) -> int:
+    """An integer argument, or ``default`` when it is absent."""
+    value = args.get(name, default)
+    if not isinstance(value, int):
+        raise _ToolError(f"{name} must be a whole number")
+    return value
 
 
 def _clamp(number: int, low: int, high: int) -> int:
@@ -231,7 +247,7 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _result(result: ExecutionResult, max_rows: int) -> dict[str, Any]:
+def _result(result: ExecutionResult, max_rows: int) -> dict[str, object]:
     if result.error is not None:
         return {"error": result.error, "error_kind": result.error_kind}
     rows = [[_cell(v) for v in row] for row in result.rows[:max_rows]]
@@ -239,7 +255,7 @@ def _result(result: ExecutionResult, max_rows: int) -> dict[str, Any]:
     return {"columns": list(result.columns), "rows": rows, "truncated": truncated}
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -247,11 +263,11 @@ def _cell(value: Any) -> Any:
     return str(value)  # Decimal, dates, UUIDs...: as the database would print them
 
 
-def _size(value: Any) -> int:
+def _size(value: object) -> int:
     return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
 
 
-def _fit(response: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], int]:
+def _fit(response: dict[str, object], max_bytes: int) -> tuple[dict[str, object], int]:
     """``response`` within ``max_bytes`` of JSON, with its size: each list (rows, results,
     tables, columns) keeps its longest prefix that fits, and the result says ``truncated``."""
     size = _size(response)
@@ -263,7 +279,7 @@ def _fit(response: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], int]
         if not isinstance(items, list):
             continue
         room = max_bytes - _size(cut | {key: []})  # each item is measured once
-        kept: list[Any] = []
+        kept: list[object] = []
         for item in items:
             room -= _size(item) + (2 if kept else 0)  # json.dumps puts ", " between items
             if room < 0:

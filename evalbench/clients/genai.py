@@ -11,7 +11,7 @@ import os
 import re
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from evalbench.clients.calls import BODY_KEPT, CallFailed, transport_failure, truncate
 from evalbench.clients.http import deadline_transport
@@ -22,7 +22,9 @@ from evalbench.core.errors import ConfigError
 from evalbench.core.redaction import remember_secret
 
 if TYPE_CHECKING:
+    from google import genai
     from google.genai import errors as genai_errors
+    from google.genai import types
 
     from evalbench.core.usage import CallUsage
 
@@ -30,14 +32,32 @@ if TYPE_CHECKING:
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
+class GenaiSettings(Protocol):
+    """What :func:`make_genai_client` reads of a config (``GenaiClientOptions`` and a ``timeout_s``:
+    the gemini agent's, the llm virtual user's, the llmrater judge's)."""
+
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def vertexai(self) -> bool: ...
+    @property
+    def project(self) -> str | None: ...
+    @property
+    def location(self) -> str | None: ...
+    @property
+    def api_key_env(self) -> str: ...
+
+
 @dataclass
 class GenaiClient:
-    client: Any  # google.genai.Client
+    client: genai.Client
     project: str | None
     location: str | None
 
 
-def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
+def make_genai_client(config: GenaiSettings, *, who: str, config_key: str) -> GenaiClient:
     """A client for ``config`` (fields: base_url, timeout_s, vertexai, project, location,
     api_key_env). ``who`` and ``config_key`` name the user of the client in error messages."""
     import certifi
@@ -74,7 +94,7 @@ def make_genai_client(config: Any, *, who: str, config_key: str) -> GenaiClient:
     return GenaiClient(genai.Client(api_key=key, http_options=http_options), None, None)
 
 
-def response_json(response: Any, exclude: frozenset[str] = frozenset({"sdk_http_response"})) -> str:
+def response_json(response: types.GenerateContentResponse, exclude: frozenset[str] = frozenset({"sdk_http_response"})) -> str:
     """A response as compact JSON text. Not pydantic's ``model_dump_json``: it fails on text
     Python holds but UTF-8 cannot (a lone surrogate the server sent escaped)."""
     try:
@@ -84,7 +104,7 @@ def response_json(response: Any, exclude: frozenset[str] = frozenset({"sdk_http_
         return json.dumps({"unreadable_response": f"{type(exc).__name__}: {exc}"})
 
 
-def first_candidate(response: Any, *, raw: str = "") -> Any:
+def first_candidate(response: types.GenerateContentResponse, *, raw: str = "") -> types.Candidate:
     """The response's first candidate; :class:`~evalbench.clients.calls.CallFailed` when the prompt
     was blocked or no candidate came back (``raw``: the body, quoted in the message)."""
     candidates = response.candidates or []
@@ -97,7 +117,7 @@ def first_candidate(response: Any, *, raw: str = "") -> Any:
     return candidates[0]
 
 
-def response_text(response: Any, *, empty: str = "empty completion") -> str:
+def response_text(response: types.GenerateContentResponse, *, empty: str = "empty completion") -> str:
     """The text of the first candidate (thoughts left out); :class:`CallFailed` when the prompt
     was blocked, no candidate came back (the body is quoted) or the text is blank (``empty``)."""
     if not response.candidates:
@@ -113,7 +133,7 @@ def response_text(response: Any, *, empty: str = "empty completion") -> str:
     return text.strip()
 
 
-def usage_of(response: Any) -> TokenUsage | None:
+def usage_of(response: types.GenerateContentResponse) -> TokenUsage | None:
     """The token usage a google-genai response reported (``usage_metadata``), thinking tokens
     counted as completion (they are billed as output); None when it reported none."""
     meta = getattr(response, "usage_metadata", None)
@@ -124,7 +144,7 @@ def usage_of(response: Any) -> TokenUsage | None:
     return usage
 
 
-def count_call(usage: CallUsage, response: Any) -> None:
+def count_call(usage: CallUsage, response: types.GenerateContentResponse) -> None:
     """Count one response in ``usage`` (as :func:`usage_of` reads it)."""
     reported = usage_of(response)
     if reported is None:
@@ -133,7 +153,8 @@ def count_call(usage: CallUsage, response: Any) -> None:
         usage.add_call(reported.prompt, reported.completion, reported.total)
 
 
-def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: str | None, timeout_s: float) -> Any:
+def generate(client: genai.Client, model: str, contents: types.ContentListUnionDict,
+             config: types.GenerateContentConfig | None, *, endpoint: str | None, timeout_s: float) -> types.GenerateContentResponse:
     """``client.models.generate_content``, ending within ``timeout_s`` (and by the deadline)
     however slowly the reply comes, with every failure mapped to
     :class:`~evalbench.clients.calls.CallFailed` (retryable or not).
@@ -143,7 +164,7 @@ def generate(client: Any, model: str, contents: Any, config: Any, *, endpoint: s
     at the deadline. With our transport (not Vertex AI) the abandoned call also ends by then."""
     from google.genai import errors as genai_errors
 
-    def call() -> Any:
+    def call() -> types.GenerateContentResponse:
         return client.models.generate_content(model=model, contents=contents, config=config)
 
     try:

@@ -11,8 +11,9 @@ for one request (the adapter's ``timeout_s``). Reads wait in short slices so tha
 
 from __future__ import annotations
 
+import ssl
 import time
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 import httpcore
 import httpx
@@ -69,11 +70,11 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                   timeout: float | None = None) -> httpcore.NetworkStream:
         return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _clamped(timeout, httpcore.ConnectTimeout)))
 
-    def get_extra_info(self, info: str) -> Any:
+    def get_extra_info(self, info: str) -> object:
         return self._inner.get_extra_info(info)
 
 
@@ -81,11 +82,11 @@ class DeadlineBackend(httpcore.SyncBackend):
     """httpcore's socket backend, with every stream bounded by the conversation deadline."""
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
+                    socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None) -> httpcore.NetworkStream:
         stream = super().connect_tcp(host, port, _clamped(timeout, httpcore.ConnectTimeout), local_address, socket_options)
         return _DeadlineStream(stream)
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> httpcore.NetworkStream:
+    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None) -> httpcore.NetworkStream:
         return _DeadlineStream(super().connect_unix_socket(path, _clamped(timeout, httpcore.ConnectTimeout), socket_options))
 
 
@@ -94,10 +95,10 @@ class DeadlineBackend(httpcore.SyncBackend):
 POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=512)
 
 
-def deadline_transport(**options: Any) -> httpx.HTTPTransport:
-    """An ``httpx.HTTPTransport(**options)`` whose connections honour the conversation deadline
-    (and, unless ``limits`` is given, keep up to 512 connections open for reuse)."""
-    transport = httpx.HTTPTransport(**({"limits": POOL_LIMITS} | options))
+def deadline_transport(*, verify: ssl.SSLContext | str | bool = True, limits: httpx.Limits = POOL_LIMITS) -> httpx.HTTPTransport:
+    """An ``httpx.HTTPTransport(verify=..., limits=...)`` whose connections honour the conversation
+    deadline (and, unless ``limits`` is given, keep up to 512 connections open for reuse)."""
+    transport = httpx.HTTPTransport(verify=verify, limits=limits)
     pool = getattr(transport, "_pool", None)
     # httpx does not take a network backend; its connection pool keeps one (httpcore >= 1.0)
     if isinstance(pool, httpcore.ConnectionPool) and hasattr(pool, "_network_backend"):
@@ -106,12 +107,13 @@ def deadline_transport(**options: Any) -> httpx.HTTPTransport:
 
 
 def request_bounded(client: httpx.Client, method: str, url: str, *, total_s: float | None,
-                    max_bytes: int = MAX_REPLY_BYTES, **kwargs: Any) -> httpx.Response:
+                    max_bytes: int = MAX_REPLY_BYTES, content: bytes | None = None, json: object = None,
+                    headers: Mapping[str, str] | None = None) -> httpx.Response:
     """``client.request(...)`` ending within ``total_s`` seconds (and by the deadline) however
     slowly the reply comes (``httpx.ReadTimeout`` after), reading at most ``max_bytes`` of
     decoded body (:class:`ReplyTooLarge` beyond; a gzip bomb stops there too). The client must
     use :func:`deadline_transport`."""
-    with deadline.capped(total_s), client.stream(method, url, **kwargs) as response:
+    with deadline.capped(total_s), client.stream(method, url, content=content, json=json, headers=headers) as response:
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
@@ -119,5 +121,5 @@ def request_bounded(client: httpx.Client, method: str, url: str, *, total_s: flo
             if size > max_bytes:
                 raise ReplyTooLarge(f"the reply is larger than {max_bytes} bytes")
             chunks.append(chunk)
-    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-    return httpx.Response(response.status_code, headers=headers, content=b"".join(chunks), request=response.request)
+    kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(response.status_code, headers=kept, content=b"".join(chunks), request=response.request)

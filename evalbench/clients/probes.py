@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from evalbench.core import deadline
@@ -15,6 +15,8 @@ from evalbench.core.errors import ConfigError, EvalbenchError
 
 if TYPE_CHECKING:
     import httpx
+
+    from evalbench.clients.genai import GenaiSettings
 
 
 class Unreachable(EvalbenchError):
@@ -71,7 +73,7 @@ def tcp_probe(url: str, where: str, fix: str, timeout_s: float) -> None:
         raise Unreachable(f"cannot connect to {where} ({reason}); {fix}") from None
 
 
-def genai_probe(config: Any, project: str | None, where: str | None, config_key: str, timeout_s: float) -> str:
+def genai_probe(config: GenaiSettings, project: str | None, where: str | None, config_key: str, timeout_s: float) -> str:
     """The probe of a google-genai client (the gemini agent, the llm virtual user): credentials
     are present — the client was made, so the API key's variable is set, or Vertex AI has a
     project — and a ``base_url`` (``where``: redacted), when set, accepts connections. No model

@@ -234,7 +234,8 @@ def evaluate(plan: RunPlan, items: Items, parts: RunParts, journal: Journal, pla
                           plan.conversation.trials)
     bars_lock = threading.Lock()
     # ``agent_down_after`` conversations in a row that could not connect to the agent stop the run (0: never)
-    breaker = AgentBreaker(parts.agent.describe().get("base_url"), lambda: scheduler.cancel(), agent_down_after)
+    base_url = parts.agent.describe().get("base_url")
+    breaker = AgentBreaker(base_url if isinstance(base_url, str) else None, lambda: scheduler.cancel(), agent_down_after)
 
     def on_complete(conv: Conversation) -> None:
         journal.writer.record(conv)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlglot.errors import TokenError
 
@@ -67,7 +67,7 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def audit_reply(text: str, conversation: Conversation, action: VUserAction | None = None) -> dict[str, Any]:
+def audit_reply(text: str, conversation: Conversation, action: VUserAction | None = None) -> dict[str, list[str]]:
     """``{"leaks": [...]}``: what in ``text`` gives the answer away (empty when nothing does)."""
     phase = conversation.phase
     leaks: list[str] = []

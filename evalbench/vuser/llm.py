@@ -79,7 +79,6 @@ import random
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from google.genai import types
 
@@ -375,7 +374,7 @@ class LlmVirtualUser:
     def endpoint(self) -> str | None:
         return redact_url(self.config.base_url) if self.config.base_url else None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         c = self.config
         return {
             "vuser": self.name, "model": c.model, "base_url": self.endpoint, "vertexai": c.vertexai,
@@ -394,10 +393,11 @@ class LlmVirtualUser:
 
     def answer(self, conversation: Conversation, question: str) -> VUserReply:
         """Encode, validate, decode, audit. Never raises: a failure is an error reply."""
-        audit: dict[str, Any] = {"calls": [], "encode_raw": None}
+        calls: list[dict[str, object]] = []
+        audit: dict[str, object] = {"calls": calls, "encode_raw": None}
         usage = CallUsage(model=self.config.model)  # every response counts, failed answers' too
         try:
-            return self._answer(conversation, question, audit, usage)
+            return self._answer(conversation, question, audit, calls, usage)
         except _StepFailed as failure:
             return VUserReply(action=None, text="", error=str(failure), audit={"leaks": []} | audit, usage=usage)
         except Exception as exc:  # a bug: still an error reply, never raised into the pipeline
@@ -405,18 +405,20 @@ class LlmVirtualUser:
             return VUserReply(action=None, text="", error=f"{type(exc).__name__}: {exc}", audit={"leaks": []} | audit,
                               usage=usage)
 
-    def _answer(self, conversation: Conversation, question: str, audit: dict[str, Any], usage: CallUsage) -> VUserReply:
-        calls: list[dict[str, Any]] = audit["calls"]
-        action = self._encode(conversation, question, audit, usage)
+    def _answer(self, conversation: Conversation, question: str, audit: dict[str, object], calls: list[dict[str, object]],
+                usage: CallUsage) -> VUserReply:
+        """``calls``: the list ``audit["calls"]`` holds."""
+        action = self._encode(conversation, question, audit, calls, usage)
         if action.kind == "unanswerable":
             text = REFUSAL
             return VUserReply(action=action, text=text, audit=audit_reply(text, conversation, action) | audit, usage=usage)
         prompt = render(self.decode_template, decode_values(conversation, question, action, self.knowledge))
         contents = [_user(self.config.base_prompt + prompt)]
         text = evalbench_unwrap(self._step("decode", contents, calls, usage)) or REFUSAL
-        found = audit_reply(text, conversation, action)
-        if found["leaks"] and self.config.block_leaks:
-            first = found["leaks"]
+        leaks = audit_reply(text, conversation, action)
+        found: dict[str, object] = dict(leaks)
+        if leaks["leaks"] and self.config.block_leaks:
+            first = leaks["leaks"]
             contents += [_model(text), _user(_leak_feedback(first))]
             try:
                 text = evalbench_unwrap(self._step("decode", contents, calls, usage)) or text
@@ -426,8 +428,8 @@ class LlmVirtualUser:
             found = audit_reply(text, conversation, action) | {"regenerated": True, "first_leaks": first}
         return VUserReply(action=action, text=text, audit=found | audit, usage=usage)
 
-    def _encode(self, conversation: Conversation, question: str, audit: dict[str, Any], usage: CallUsage) -> VUserAction:
-        calls: list[dict[str, Any]] = audit["calls"]
+    def _encode(self, conversation: Conversation, question: str, audit: dict[str, object], calls: list[dict[str, object]],
+                usage: CallUsage) -> VUserAction:
         # base_prompt: EvalBench's Gemini generator puts it before every prompt (generators/models/gemini.py)
         contents = [_user(self.config.base_prompt + render(self.encode_template, encode_values(conversation, question)))]
         attempts = self.config.invalid_action_retries + 1
@@ -443,13 +445,13 @@ class LlmVirtualUser:
                 contents += [_model(raw), _user(_action_feedback(reason))]
         raise _StepFailed(f"invalid action: {reason} (after {attempts} encode attempts)")
 
-    def _step(self, step: str, contents: list[types.Content], calls: list[dict[str, Any]], usage: CallUsage) -> str:
+    def _step(self, step: str, contents: list[types.Content], calls: list[dict[str, object]], usage: CallUsage) -> str:
         """One model call with retries, each response counted in ``usage``; the completion's
         text. Raises :class:`_StepFailed`."""
         retry = self.config.retry
         for attempt in range(retry.max_retries + 1):
             started = time.perf_counter()
-            record: dict[str, Any] = {"step": step}
+            record: dict[str, object] = {"step": step}
             try:
                 with self.limiter.slot() as waited:
                     try:

@@ -6,10 +6,11 @@ answer carries the usage the source recorded for it, which the rescored journal 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from evalbench.agents.replay import ReplaySession  # the one import between adapter packages: the session it answers
+from evalbench.config.vusers import ReplayVUserConfig
 from evalbench.core.conversation import Conversation, VUserAction, VUserReply
 from evalbench.core.usage import CallUsage
 from evalbench.dataset.knowledge import Knowledge
@@ -18,11 +19,12 @@ from evalbench.results.journal.recording import read_manifest, recorded_part
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
-def action_of(recorded: dict[str, Any]) -> VUserAction | None:
+def action_of(recorded: Mapping[str, object]) -> VUserAction | None:
     """The journal's ``action`` text (``labeled("a", "b")``, ``unlabeled("seg")``,
     ``unanswerable()``) and ``action_kind`` as a :class:`VUserAction`."""
     kind = recorded.get("action_kind")
-    text = recorded.get("action") or ""
+    action = recorded.get("action")
+    text = action if isinstance(action, str) else ""
     if kind == "labeled":
         return VUserAction("labeled", terms=_QUOTED.findall(text))
     if kind == "unlabeled":
@@ -36,11 +38,11 @@ def action_of(recorded: dict[str, Any]) -> VUserAction | None:
 class ReplayVirtualUser:
     name = "replay"
 
-    def __init__(self, config: Any, run_seed: int, knowledge: Knowledge) -> None:
+    def __init__(self, config: ReplayVUserConfig, run_seed: int, knowledge: Knowledge) -> None:
         self.patience = config.patience
         self.manifest = read_manifest(Path(config.run_dir)) if config.run_dir is not None else None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The source's virtual user (whose answers these are), and where they were replayed from."""
         if self.manifest is None:
             return {"vuser": "replay", "patience": self.patience}

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
 
+from evalbench.config.vusers import RulesVUserConfig
 from evalbench.core.conversation import Conversation, VUserAction, VUserReply
 from evalbench.dataset.knowledge import Knowledge
 from evalbench.sql.clauses import golden_clauses, identifiers
@@ -33,20 +33,20 @@ def _words(text: str) -> set[str]:
 class RulesVirtualUser:
     name = "rules"
 
-    def __init__(self, config: Any, run_seed: int, knowledge: Knowledge) -> None:
+    def __init__(self, config: RulesVUserConfig, run_seed: int, knowledge: Knowledge) -> None:
         self.patience = config.patience
         self.block_leaks = config.block_leaks
         self.knowledge = knowledge
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"vuser": self.name, "patience": self.patience, "block_leaks": self.block_leaks}
 
     def answer(self, conversation: Conversation, question: str) -> VUserReply:
         action = self.encode(conversation, question)
         text = self.decode(conversation, action)
-        audit = audit_reply(text, conversation, action)
-        if audit["leaks"] and self.block_leaks:  # deterministic: the second try is the refusal
-            first = audit["leaks"]
+        audit: dict[str, object] = dict(audit_reply(text, conversation, action))
+        first = audit["leaks"]
+        if first and self.block_leaks:  # deterministic: the second try is the refusal
             text = REFUSAL
             audit = audit_reply(text, conversation, action) | {"regenerated": True, "first_leaks": first}
         return VUserReply(action=action, text=text, audit=audit)
