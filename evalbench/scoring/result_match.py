@@ -54,17 +54,12 @@ def answer_problem(phase: PhaseRecord) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- set_match
+class ResultScorer:
+    """A pass/fail scorer of the generated result against the golden ones, with no options: the
+    phases it cannot compare (management tasks, no answer, an unusable result) are decided by
+    :func:`comparable`, the others by :meth:`judge`."""
 
-
-class SetMatch:
-    """BIRD's EX: the generated rows equal a golden result's rows **as sets** — order and
-    duplicates ignored, columns by position (names ignored), cells normalised with
-    ``compare.normalise_rows`` at ``conditions.decimal`` (no float tolerance beyond that).
-    Any golden result may match. An errored or truncated result (either side) never matches;
-    two empty results match (flagged ``both_empty``). Not applicable to management tasks."""
-
-    name = "set_match"
+    name: str
     is_metric = False
 
     def __init__(self, options: ScorerOptions) -> None:
@@ -75,7 +70,26 @@ class SetMatch:
         if verdict is not None:
             return verdict
         generated = compared_result(phase)
-        assert generated is not None
+        assert generated is not None  # comparable() said so
+        return self.judge(phase, generated)
+
+    def judge(self, phase: PhaseRecord, generated: ExecutionResult) -> Score:
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- set_match
+
+
+class SetMatch(ResultScorer):
+    """BIRD's EX: the generated rows equal a golden result's rows **as sets** — order and
+    duplicates ignored, columns by position (names ignored), cells normalised with
+    ``compare.normalise_rows`` at ``conditions.decimal`` (no float tolerance beyond that).
+    Any golden result may match. An errored or truncated result (either side) never matches;
+    two empty results match (flagged ``both_empty``). Not applicable to management tasks."""
+
+    name = "set_match"
+
+    def judge(self, phase: PhaseRecord, generated: ExecutionResult) -> Score:
         decimal = phase.conditions.decimal
         gen_set = set(normalise_rows(generated.rows, decimal))
 
@@ -110,7 +124,7 @@ def _any_golden(phase: PhaseRecord, compare: Callable[[ExecutionResult], tuple[b
 # --------------------------------------------------------------------------- exact_match
 
 
-class ExactMatch:
+class ExactMatch(ResultScorer):
     """EvalBench's ``exact_match`` (``scorers/exactmatcher.py``, ``ExactMatcher.compare``: the
     golden and generated execution results are equal, ``golden_execution_result ==
     generated_execution_result``). EvalBench's results are lists of rows as column-name → value
@@ -122,17 +136,8 @@ class ExactMatch:
     ``both_empty``. Not applicable to management tasks."""
 
     name = "exact_match"
-    is_metric = False
 
-    def __init__(self, options: ScorerOptions) -> None:
-        no_options(self.name, options)
-
-    def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
-        verdict = comparable(phase)
-        if verdict is not None:
-            return verdict
-        generated = compared_result(phase)
-        assert generated is not None
+    def judge(self, phase: PhaseRecord, generated: ExecutionResult) -> Score:
         mine = _as_mappings(generated)
 
         def compare(golden: ExecutionResult) -> tuple[bool, str]:
@@ -166,7 +171,7 @@ def precision_recall(gen_rows: list[tuple[Hashable, ...]], gold_rows: list[tuple
     return precision, recall, matched
 
 
-class RecallMatch:
+class RecallMatch(ResultScorer):
     """Value: the recall of the golden rows in the generated rows, as multisets (columns by
     position, cells normalised at ``conditions.decimal``): recall = matched / golden rows,
     precision = matched / generated rows, matched = the size of the multiset intersection.
@@ -176,17 +181,8 @@ class RecallMatch:
     ``both_empty``. Not applicable to management tasks (``phase.is_query`` false)."""
 
     name = "recall_match"
-    is_metric = False
 
-    def __init__(self, options: ScorerOptions) -> None:
-        no_options(self.name, options)
-
-    def score(self, conversation: Conversation, phase: PhaseRecord) -> Score:
-        verdict = comparable(phase)
-        if verdict is not None:
-            return verdict
-        generated = compared_result(phase)
-        assert generated is not None
+    def judge(self, phase: PhaseRecord, generated: ExecutionResult) -> Score:
         decimal = phase.conditions.decimal
         gen_rows = normalise_rows(generated.rows, decimal)
         best: tuple[bool, float, float, int, int] | None = None
