@@ -29,7 +29,7 @@ lint: $(VENV)/.installed-dev  ## ruff, mypy and import-linter (pyproject.toml: [
 	$(BIN)/lint-imports
 
 test: lint  ## lint, then the tests (all but the slow end-to-end ones), with the dev extra installed
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" --durations=15
 
 test-slow: $(VENV)/.installed-dev  ## the slow end-to-end tests (CI runs them after make test)
 	$(BIN)/python -m pytest -m slow
