@@ -23,8 +23,6 @@ from evalbench.core.execution_result import ExecutionResult as ExecutionResult
 
 if TYPE_CHECKING:
     from evalbench.backends.fingerprint import Fingerprint
-
-if TYPE_CHECKING:
     from evalbench.backends.setup import SetupFiles
     from evalbench.config import DatabaseConfig
 
