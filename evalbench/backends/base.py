@@ -11,17 +11,18 @@ error classification. Backends are found by name (:mod:`evalbench.backends`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 # the result type lives in a module of its own (conversations hold results); re-exported here
 from evalbench.core.execution_result import ErrorKind as ErrorKind
 from evalbench.core.execution_result import ExecutionResult as ExecutionResult
 
 if TYPE_CHECKING:
+    from evalbench.backends.fingerprint import Fingerprint
     from evalbench.backends.setup import SetupFiles
     from evalbench.config import DatabaseConfig
 
@@ -31,6 +32,12 @@ PreprocessErrors = Literal["fail", "stop"]
 # change any object nor observe golden work (its statements, results or statistics): golden SQL
 # runs as another identity. Backends without identities (the file engines) run both the same way.
 Actor = Literal["agent", "golden"]
+# A row of a harness query (trusted SQL the harness wrote and unpacks): its cells are whatever the
+# driver reads for the query's columns (its own stubs type them Any), which the caller knows.
+HarnessRow: TypeAlias = "tuple[Any, ...]"
+# The parameters of a harness query, as DB-API drivers take them (positional or named)
+QueryParams: TypeAlias = "Sequence[object] | Mapping[str, object] | None"
+T = TypeVar("T")
 
 
 class DatabaseUnavailable(Exception):
@@ -68,12 +75,24 @@ class WriteTransaction(Protocol):
 
     preprocess_error: str | None
 
-    def run(self, texts: Sequence[str], inspect: Any = None) -> tuple[ExecutionResult, Any]: ...
+    def run(self, texts: Sequence[str], inspect: Callable[[WriteTransaction], T] | None = None
+            ) -> tuple[ExecutionResult, T | None]:
+        """Run a script, then ``inspect(self)`` when it ran without an error (else None is
+        returned in its place); both undone."""
+        ...
 
-    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]: ...
+    def rows(self, query: str, params: QueryParams = None) -> list[HarnessRow]: ...
 
-    def fingerprint(self, statements: Sequence[str]) -> Any:
+    def fingerprint(self, statements: Sequence[str]) -> Fingerprint:
         """The state ``state_match`` compares (the tables ``statements`` may have written)."""
+        ...
+
+
+class Clones(Protocol):
+    """Makes throwaway copies of a database for test cases (the Postgres ``CloneFactory``)."""
+
+    def clone(self) -> AbstractContextManager[str]:
+        """A fresh copy, as the conninfo test cases connect with; dropped on exit."""
         ...
 
 
@@ -84,11 +103,11 @@ class Sandbox(Protocol):
     conninfo: str  # what the backend's test-case connections use ("" when it has none)
 
     @property
-    def write_lock(self) -> AbstractContextManager[Any]:
+    def write_lock(self) -> AbstractContextManager[object]:
         """Held by work that writes (re-entrant in a thread): one at a time per database."""
         ...
 
-    clones: Any  # a factory of throwaway copies for test cases, or None
+    clones: Clones | None  # a factory of throwaway copies for test cases, or None
     dialect: str  # the sqlglot dialect of its SQL
     runs_test_cases: bool  # BIRD-Interact's Python test cases (they hold a psycopg connection) can run here
 

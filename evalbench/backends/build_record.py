@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from evalbench.core.errors import ProvisioningError
 
@@ -31,7 +31,7 @@ def sidecar(path: Path) -> Path:
     return path.with_name(path.name + SUFFIX)
 
 
-def read(path: Path, engine: str) -> dict[str, Any] | None:
+def read(path: Path, engine: str) -> dict[str, object] | None:
     """The record of ``path``, or None when evalbench did not build it for ``engine`` (no
     sidecar, not ours, or another engine's: ``x.db`` may be a SQLite or a DuckDB file)."""
     try:
@@ -52,7 +52,7 @@ def write(path: Path, provisioning: str, checksum: str, catalog: Catalog | None 
     os.replace(draft, target)
 
 
-def definition(sql: Any) -> str:
+def definition(sql: object) -> str:
     """A catalog value for an object's definition (its SQL text, digested)."""
     return "definition " + hashlib.sha256(str(sql).encode()).hexdigest()[:16]
 
@@ -75,7 +75,7 @@ def changes(built: Catalog, now: Catalog) -> list[str]:
     return out
 
 
-def check(path: Path, record: dict[str, Any], now: Catalog, allow_destructive: bool) -> bool:
+def check(path: Path, record: Mapping[str, object], now: Catalog, allow_destructive: bool) -> bool:
     """True when the file is as it was built (reuse it), False when it should be rebuilt
     (its record has no catalog, or it changed and ``allow_destructive``); raises
     ProvisioningError naming what changed otherwise."""

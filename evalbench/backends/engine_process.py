@@ -25,9 +25,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.frames import FrameError, FrameTimeout, loads_reply, read_frame, write_frame
@@ -62,7 +63,7 @@ class EngineProcess:
     """One child running ``engine`` (``module:Class``, built from ``init``); started on first use
     and again after it was killed. One thread at a time calls it; any thread may kill it."""
 
-    def __init__(self, engine: str, init: dict[str, Any], *, scratch: Path, memory_bytes: int, max_reply_bytes: int) -> None:
+    def __init__(self, engine: str, init: Mapping[str, object], *, scratch: Path, memory_bytes: int, max_reply_bytes: int) -> None:
         self.engine, self.init = engine, init
         self.scratch, self.memory_bytes, self.max_reply_bytes = scratch, memory_bytes, max_reply_bytes
         self._proc: subprocess.Popen[bytes] | None = None
@@ -90,13 +91,13 @@ class EngineProcess:
             self._discard()
             raise
 
-    def call(self, request: dict[str, Any], budget_s: float) -> Any:
+    def call(self, request: Mapping[str, object], budget_s: float) -> object:
         """Send ``request`` and return the engine's answer; the child is killed (and
         EngineStopped raised) when none comes within :func:`kill_after` of ``budget_s``."""
         self.ensure()
         return self._exchange(request, kill_after(budget_s))
 
-    def _exchange(self, request: dict[str, Any], within_s: float) -> Any:
+    def _exchange(self, request: Mapping[str, object], within_s: float) -> object:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         try:

@@ -18,10 +18,11 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol
 
 from evalbench.backends.frames import FrameError, read_frame, write_frame
-from evalbench.backends.result_cap import MAX_ERROR_CHARS, ResultCap
+from evalbench.backends.result_cap import MAX_ERROR_CHARS, ResultCap, RowSource
 from evalbench.core.execution_result import ExecutionResult
 
 _PR_SET_PDEATHSIG = 1
@@ -31,6 +32,13 @@ _MAX_REQUEST = 1 << 30  # the harness's own requests (SQL texts): far under this
 
 class EngineFailure(Exception):
     """The database failed (not the SQL): cannot open, cannot roll back, ..."""
+
+
+class Cursor(RowSource, Protocol):
+    """A DB-API cursor of an engine (sqlite3, DuckDB) after a statement ran."""
+
+    @property
+    def description(self) -> Sequence[tuple[str, object, object, object, object, object, object]] | None: ...
 
 
 def main(argv: list[str]) -> None:
@@ -49,7 +57,7 @@ def main(argv: list[str]) -> None:
     _serve(engine, requests, replies)
 
 
-def _serve(engine: Any, requests: int, replies: int) -> None:
+def _serve(engine: object, requests: int, replies: int) -> None:
     while True:
         try:
             request = pickle.loads(read_frame(requests, _MAX_REQUEST))
@@ -63,7 +71,7 @@ def _serve(engine: Any, requests: int, replies: int) -> None:
         write_frame(replies, reply)
 
 
-def collect(cursor: Any, result: ExecutionResult, max_rows: int, max_bytes: int) -> None:
+def collect(cursor: Cursor, result: ExecutionResult, max_rows: int, max_bytes: int) -> None:
     """The rows of the statement ``cursor`` ran, within the caps, onto ``result``."""
     if cursor.description is None:
         result.columns, result.rows = [], []
@@ -74,7 +82,7 @@ def collect(cursor: Any, result: ExecutionResult, max_rows: int, max_bytes: int)
     result.columns = [c[0] for c in cursor.description]
 
 
-def reply_of(result: ExecutionResult) -> dict[str, Any]:
+def reply_of(result: ExecutionResult) -> dict[str, object]:
     """What crosses the pipe of an execution (the harness measures the time)."""
     error = None if result.error is None else result.error[:MAX_ERROR_CHARS]
     return {"columns": result.columns, "rows": result.rows, "truncated": result.truncated,

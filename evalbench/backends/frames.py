@@ -19,12 +19,12 @@ import struct
 import time
 import uuid
 import zoneinfo
-from typing import Any
+from collections.abc import Callable
 
 _HEADER = struct.Struct(">Q")
 _CHUNK = 1 << 20
 # (module, name) -> what a reply may build; nothing else can be named in it
-_ALLOWED: dict[tuple[str, str], Any] = {
+_ALLOWED: dict[tuple[str, str], type] = {
     ("decimal", "Decimal"): decimal.Decimal,
     ("datetime", "date"): datetime.date,
     ("datetime", "time"): datetime.time,
@@ -44,15 +44,16 @@ class FrameTimeout(FrameError):
     """No whole frame arrived before the deadline."""
 
 
-def _zoneinfo_getattr(owner: Any, name: str) -> Any:
+def _zoneinfo_getattr(owner: object, name: str) -> Callable[..., zoneinfo.ZoneInfo]:
     # a ZoneInfo pickles as getattr(ZoneInfo, "_unpickle")(key, from_cache): that one attribute only
     if owner is zoneinfo.ZoneInfo and name == "_unpickle":
-        return zoneinfo.ZoneInfo._unpickle  # type: ignore[attr-defined]  # a private unpickling hook of zoneinfo, not in its stubs
+        hook: Callable[..., zoneinfo.ZoneInfo] = zoneinfo.ZoneInfo._unpickle  # type: ignore[attr-defined]  # a private unpickling hook of zoneinfo, not in its stubs
+        return hook
     raise pickle.UnpicklingError(f"a reply may not read {name!r} of {owner!r}")
 
 
 class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> Callable[..., object]:
         if (module, name) == ("builtins", "getattr"):
             return _zoneinfo_getattr
         try:
@@ -61,12 +62,12 @@ class _ReplyUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"a reply may not build {module}.{name}") from None
 
 
-def dumps(message: Any) -> bytes:
+def dumps(message: object) -> bytes:
     body = pickle.dumps(message, protocol=5)
     return _HEADER.pack(len(body)) + body
 
 
-def loads_reply(body: bytes | bytearray) -> Any:
+def loads_reply(body: bytes | bytearray) -> object:
     """A reply of an engine process: plain data and driver value types only."""
     try:
         return _ReplyUnpickler(io.BytesIO(body)).load()
@@ -74,7 +75,7 @@ def loads_reply(body: bytes | bytearray) -> Any:
         raise FrameError(f"unreadable reply: {type(exc).__name__}: {exc}") from None
 
 
-def write_frame(fd: int, message: Any) -> None:
+def write_frame(fd: int, message: object) -> None:
     """Send ``message`` whole (blocking)."""
     data = memoryview(dumps(message))
     while data:
@@ -85,7 +86,7 @@ def write_frame(fd: int, message: Any) -> None:
         data = data[written:]
 
 
-def read_frame(fd: int, max_bytes: int, until: float | None = None, stop: Any = None) -> bytearray:
+def read_frame(fd: int, max_bytes: int, until: float | None = None, stop: Callable[[], bool] | None = None) -> bytearray:
     """The body of the next frame on ``fd``. Raises FrameTimeout at ``until`` (a
     ``time.monotonic()`` value) or when ``stop()`` turns true (looked at every 0.2 s), and
     FrameError on end of file or a frame over ``max_bytes`` (its body is never read)."""
@@ -96,7 +97,7 @@ def read_frame(fd: int, max_bytes: int, until: float | None = None, stop: Any = 
     return _read_exactly(fd, size, until, stop)
 
 
-def _read_exactly(fd: int, size: int, until: float | None, stop: Any) -> bytearray:
+def _read_exactly(fd: int, size: int, until: float | None, stop: Callable[[], bool] | None) -> bytearray:
     buffer = bytearray(size)
     view, got = memoryview(buffer), 0
     poller = select.poll()  # not select(): a harness may hold more than FD_SETSIZE descriptors

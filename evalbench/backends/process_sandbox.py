@@ -18,28 +18,33 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, cast
 
 from evalbench.backends.admission import admit, admit_script, rate_limiter
 from evalbench.backends.base import (
     Actor,
+    Clones,
     DatabaseUnavailable,
     ExecutionResult,
+    HarnessRow,
     Mode,
     PreprocessErrors,
+    QueryParams,
     SandboxLimits,
 )
 from evalbench.backends.engine_process import HARNESS_S, EngineProcess, EngineStopped
+from evalbench.backends.fingerprint import Fingerprint
 from evalbench.backends.pool import Checkout
 from evalbench.backends.result_cap import MAX_ERROR_CHARS, ResultCap
 from evalbench.sql.statements import split_statements
 
 _KINDS = {"syntax", "sql", "timeout", "forbidden", "connection", "preprocess"}
 TIMEOUT_MESSAGE = "canceling statement due to statement timeout"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class Engine:
     dialect: str
     target: str  # "module:Class" of the engine object inside a child
     memory_bytes: int  # address space of one child, before room for one result
-    options: tuple[tuple[str, Any], ...] = ()  # more arguments of the engine object
+    options: tuple[tuple[str, object], ...] = ()  # more arguments of the engine object
 
 
 class ProcessSandbox:
@@ -65,7 +70,7 @@ class ProcessSandbox:
         self.timeout_s = limits.statement_timeout_s
         self.max_rows, self.max_bytes = limits.max_rows, limits.max_result_bytes
         self.write_lock = threading.RLock()
-        self.clones: Any = None
+        self.clones: Clones | None = None
         self._limiter = rate_limiter(limits)
         self.scratch = scratch_folder(engine.name)
         writer = self._process(self.scratch / f"working{path.suffix or '.db'}")
@@ -105,11 +110,11 @@ class ProcessSandbox:
             for process in pool.busy():
                 process.kill("interrupted")
 
-    def rows(self, query: str) -> list[tuple[Any, ...]]:
+    def rows(self, query: str) -> list[HarnessRow]:
         """A harness query (trusted SQL, e.g. the schema) on a reader."""
         with self._pools["golden"](False) as reader:  # the harness's work is never the agent's
-            rows: list[tuple[Any, ...]] = harness_call(reader, {"op": "rows", "query": query, "params": None})
-            return rows
+            # what the engine's op_rows returns
+            return cast("list[HarnessRow]", harness_call(reader, {"op": "rows", "query": query, "params": None}))
 
     def execute(self, sql: str | Sequence[str], *, mode: Mode = "read", preprocess: Sequence[str] = (),
                 preprocess_errors: PreprocessErrors = "fail", actor: Actor = "agent") -> ExecutionResult:
@@ -135,7 +140,7 @@ class ProcessSandbox:
         that engine processes need no SQL parser of their own."""
         return [split_statements(text, self.dialect) for text in texts]
 
-    def run(self, process: EngineProcess, request: dict[str, Any], budget_s: float, result: ExecutionResult) -> None:
+    def run(self, process: EngineProcess, request: Mapping[str, object], budget_s: float, result: ExecutionResult) -> None:
         """Send an execution to ``process`` and put what it gave on ``result``, re-capped here:
         the reply of a child that ran hostile SQL is data to check, not to trust."""
         try:
@@ -187,7 +192,8 @@ class ProcessWriteTransaction:
     def start(self) -> None:
         """Begin the transaction and run the preprocess SQL (the starting state)."""
         try:
-            self.preprocess_error = self.writer.call(self.begin, self.sandbox.timeout_s)
+            # what the engine's op_begin returns: the preprocess SQL's error, or None
+            self.preprocess_error = cast("str | None", self.writer.call(self.begin, self.sandbox.timeout_s))
         except EngineStopped as exc:
             self.preprocess_error = f"preprocess_sql {'timed out' if exc.reason != 'died' else 'failed'}: {exc}"
 
@@ -196,13 +202,14 @@ class ProcessWriteTransaction:
             with contextlib.suppress(EngineStopped):  # nothing is left: the next writer starts from a fresh copy
                 self.writer.call({"op": "end"}, HARNESS_S)
 
-    def run(self, texts: Sequence[str], inspect: Any = None) -> tuple[ExecutionResult, Any]:
+    def run(self, texts: Sequence[str], inspect: Callable[[ProcessWriteTransaction], T] | None = None
+            ) -> tuple[ExecutionResult, T | None]:
         """Run a script (write-mode statements only), then ``inspect(self)``; both undone."""
         admission = admit_script(texts, self.sandbox.dialect)
         result = admission.result
         if admission.refused:
             return result, None
-        inspected = None
+        inspected: T | None = None
         try:
             budget = self.sandbox.timeout_s
             self.sandbox.run(self.writer, {"op": "script", "statements": admission.statements, "budget_s": budget},
@@ -222,22 +229,21 @@ class ProcessWriteTransaction:
                 pass
         self.start()  # a new writer: a fresh copy, the transaction begun again
 
-    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    def rows(self, query: str, params: QueryParams = None) -> list[HarnessRow]:
         """A harness query (trusted SQL) in the current state."""
-        rows: list[tuple[Any, ...]] = self._inspect({"op": "rows", "query": query, "params": params})
-        return rows
+        return cast("list[HarnessRow]", self._inspect({"op": "rows", "query": query, "params": params}))  # op_rows's
 
-    def fingerprint(self, statements: Sequence[str]) -> Any:
+    def fingerprint(self, statements: Sequence[str]) -> Fingerprint:
         """The whole database (the engine computes it: only the digests cross the pipe)."""
-        return self._inspect({"op": "fingerprint"})
+        return cast("Fingerprint", self._inspect({"op": "fingerprint"}))  # what the engine's op_fingerprint returns
 
-    def _inspect(self, request: dict[str, Any]) -> Any:
+    def _inspect(self, request: Mapping[str, object]) -> object:
         if not self.writer.running:  # a new writer would not be in this transaction
             raise DatabaseUnavailable("the transaction's engine process stopped")
         return harness_call(self.writer, request)
 
 
-def harness_call(process: EngineProcess, request: dict[str, Any]) -> Any:
+def harness_call(process: EngineProcess, request: Mapping[str, object]) -> object:
     """The harness's own request: a child that stops on it is the database failing."""
     try:
         return process.call(request, HARNESS_S)

@@ -4,8 +4,8 @@ so a result is never held whole before a cap applies. Shared by every backend.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from evalbench.backends.base import ExecutionResult
 
@@ -16,21 +16,27 @@ _SCALAR_BYTES = 16  # numbers, dates, booleans, NULL: about what a Python object
 _CONTAINERS = (list, tuple, dict)
 
 
-def measure(value: Any) -> tuple[int, int]:
+class RowSource(Protocol):
+    """What :meth:`ResultCap.read` reads: a DB-API cursor's ``fetchmany``."""
+
+    def fetchmany(self, size: int, /) -> Sequence[Iterable[object]]: ...
+
+
+def measure(value: object) -> tuple[int, int]:
     """(bytes, depth) of ``value``: what it costs to hold — the length of text and bytes, a
     constant for other scalars, the sum over the items of arrays and documents, however deep —
     and how deeply its arrays and documents nest (0 for a scalar). Iterative: SQL can build a
     JSON document or a list nested thousands of levels deep, and the harness must not recurse
     into it (nor undercount what is inside it)."""
     kind = type(value)
-    if kind is str or kind is bytes:  # the common cases first: this runs for every value read
+    if isinstance(value, (str, bytes)):  # the common cases first: this runs for every value read
         return len(value), 0
     if kind is int or kind is float or value is None:
         return _SCALAR_BYTES, 0
     if not isinstance(value, _CONTAINERS):
         return _scalar_bytes(value), 0
     size, deepest = 0, 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -46,7 +52,7 @@ def measure(value: Any) -> tuple[int, int]:
     return size, deepest
 
 
-def _scalar_bytes(value: Any) -> int:
+def _scalar_bytes(value: object) -> int:
     if isinstance(value, str):
         return len(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -54,19 +60,19 @@ def _scalar_bytes(value: Any) -> int:
     return _SCALAR_BYTES
 
 
-def value_bytes(value: Any) -> int:
+def value_bytes(value: object) -> int:
     return measure(value)[0]
 
 
-def row_bytes(row: Iterable[Any]) -> int:
+def row_bytes(row: Iterable[object]) -> int:
     return sum(map(value_bytes, row))
 
 
-def flat_text(value: Any) -> str:
+def flat_text(value: object) -> str:
     """``value`` written out as JSON-like text, without recursion (for a value nested deeper than
     :data:`MAX_DEPTH`: every later step — comparing, hashing, journaling — walks values)."""
     out: list[str] = []
-    stack: list[Any] = [value]
+    stack: list[object] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, _Piece):
@@ -90,7 +96,7 @@ class _Piece(str):
     """Punctuation of :func:`flat_text` (not a value)."""
 
 
-def kept_row(row: Iterable[Any]) -> tuple[tuple[Any, ...], int]:
+def kept_row(row: Iterable[object]) -> tuple[tuple[object, ...], int]:
     """``row`` as kept (values nested deeper than :data:`MAX_DEPTH` as :func:`flat_text`) and its size."""
     values = row if type(row) is tuple else tuple(row)
     size, flattened = 0, None
@@ -109,12 +115,12 @@ class ResultCap:
 
     def __init__(self, max_rows: int, max_bytes: int) -> None:
         self.max_rows, self.max_bytes = max_rows, max_bytes
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[tuple[object, ...]] = []
         self.bytes = 0
         self.truncated = False
         self.cut_at_bytes = False
 
-    def add(self, row: Iterable[Any]) -> bool:
+    def add(self, row: Iterable[object]) -> bool:
         """Keep ``row`` when it fits; False (and ``truncated``) once a cap is reached: the caller
         stops reading (cancelling the rest of the result where the driver can)."""
         if len(self.rows) >= self.max_rows:
@@ -128,11 +134,11 @@ class ResultCap:
         self.bytes += size
         return True
 
-    def extend(self, rows: Iterable[Iterable[Any]]) -> bool:
+    def extend(self, rows: Iterable[Iterable[object]]) -> bool:
         """``add`` each row until one does not fit; False when one did not."""
         return all(self.add(row) for row in rows)
 
-    def read(self, cursor: Any) -> None:
+    def read(self, cursor: RowSource) -> None:
         """Add the rows of a DB-API ``cursor`` until a cap is reached or it has no more, fetching
         a few at a time (as many as the bytes left would hold at the size of the rows so far):
         what is fetched past a cap is at most one small batch."""

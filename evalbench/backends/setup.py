@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from evalbench.core.errors import ProvisioningError
 from evalbench.dataset.loader import database_name_problem
@@ -71,7 +71,13 @@ def find_setup(setup_directory: Path | None, database: str, dialect: str,
     return files
 
 
-def load_csv(conn: Any, path: Path, insert: Callable[[str, list[tuple[int, str]]], int], size: int = 500) -> int:
+class Executes(Protocol):
+    """A connection that runs one SQL text (sqlite3's, DuckDB's)."""
+
+    def execute(self, sql: str, /) -> object: ...
+
+
+def load_csv(conn: Executes, path: Path, insert: Callable[[str, list[tuple[int, str]]], int], size: int = 500) -> int:
     """Every row of ``path`` into the table named like the file, in one transaction of ``conn`` (a
     connection in autocommit mode, with ``execute``): ``insert(head, batch)`` runs one batch of
     ``INSERT INTO "<table>" VALUES`` rows and names the offending row when it fails. Rows loaded."""

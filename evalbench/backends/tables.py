@@ -11,11 +11,14 @@ import contextlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from evalbench.core.errors import EvalbenchError
 from evalbench.core.execution_result import ExecutionResult
 from evalbench.dataset.knowledge import KnowledgeEntry
+
+if TYPE_CHECKING:
+    from evalbench.backends.base import HarnessRow
 
 
 class Sandbox(Protocol):
@@ -50,12 +53,12 @@ class TableInfo:
     columns: list[tuple[str, str]]  # (name, type)
     knowledge_ids: list[int] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "rows": self.rows, "columns": [{"name": n, "type": t} for n, t in self.columns],
                 "knowledge_ids": self.knowledge_ids}
 
 
-def _query(sandbox: Sandbox, sql: str, what: str) -> list[tuple[Any, ...]]:
+def _query(sandbox: Sandbox, sql: str, what: str) -> list[HarnessRow]:
     if sandbox.dialect == "sqlite":  # its sandbox's authorizer refuses pragma_table_info: the file, read-only
         return _sqlite_rows(sandbox, sql, what)
     result = sandbox.execute(sql, mode="read")
@@ -66,7 +69,7 @@ def _query(sandbox: Sandbox, sql: str, what: str) -> list[tuple[Any, ...]]:
     return result.rows
 
 
-def _sqlite_rows(sandbox: Any, sql: str, what: str) -> list[tuple[Any, ...]]:
+def _sqlite_rows(sandbox: Any, sql: str, what: str) -> list[HarnessRow]:  # a ProcessSandbox (its path)
     import sqlite3
 
     try:

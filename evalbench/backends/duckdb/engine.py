@@ -24,7 +24,7 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -32,7 +32,10 @@ from evalbench.backends.engine_server import EngineFailure, collect, reply_of
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.result_cap import ResultCap
 from evalbench.backends.watchdog import Watchdog
-from evalbench.core.execution_result import ExecutionResult
+from evalbench.core.execution_result import ErrorKind, ExecutionResult
+
+if TYPE_CHECKING:
+    from evalbench.backends.base import HarnessRow, QueryParams
 
 # DuckDB's statement types each mode allows (its parser's view; SHOW/DESCRIBE/SUMMARIZE are SELECT)
 READ_TYPES = frozenset({"SELECT", "EXPLAIN"})
@@ -41,7 +44,7 @@ _DRAIN = 64  # rows per fetch when a statement's rows are discarded
 _SEQUENCES = "SELECT schema_name, sequence_name, last_value FROM duckdb_sequences() WHERE NOT temporary ORDER BY ALL"
 
 
-def config(scratch: str, memory_limit: str, threads: int, max_temp: str) -> dict[str, Any]:
+def config(scratch: str, memory_limit: str, threads: int, max_temp: str) -> dict[str, str | bool | int]:
     """The locked configuration of an instance."""
     return {
         "enable_external_access": False,
@@ -61,14 +64,14 @@ class DuckDBEngine:
     """One instance: a reader of the file, or the writer of a private copy of it."""
 
     def __init__(self, path: str, copy: str | None, scratch: str, max_rows: int, max_bytes: int, memory_limit: str,
-                 threads: int, max_temp: str, **_: Any) -> None:
+                 threads: int, max_temp: str, **_: object) -> None:
         self.original, self.copy = Path(path), None if copy is None else Path(copy)
         self.max_rows, self.max_bytes = max_rows, max_bytes
         self.config = config(scratch, memory_limit, threads, max_temp)
         self.parser = duckdb.connect(":memory:", config={"enable_external_access": False, "lock_configuration": True})
         self.actor: str | None = None
         self.begun: tuple[list[list[str]], str, float] | None = None  # the open write transaction's preprocess
-        self.sequences: list[tuple[Any, ...]] = []
+        self.sequences: list[tuple[object, ...]] = []
         self._open()
 
     def _open(self, fresh: bool = True) -> None:
@@ -100,7 +103,7 @@ class DuckDBEngine:
     # ---------------------------------------------------------------- requests
 
     def op_execute(self, statements: list[str], mode: str, preprocess: list[list[str]], preprocess_errors: str,
-                   budget_s: float, actor: str) -> dict[str, Any]:
+                   budget_s: float, actor: str) -> dict[str, object]:
         self._as(actor)
         result = ExecutionResult(statements=len(statements))
         refusal = self._refuse(statements, mode)
@@ -124,7 +127,7 @@ class DuckDBEngine:
         self._preprocess(preprocess, failed, errors, time.monotonic() + budget_s)
         return failed.error
 
-    def op_script(self, statements: list[str], budget_s: float) -> dict[str, Any]:
+    def op_script(self, statements: list[str], budget_s: float) -> dict[str, object]:
         result = ExecutionResult(statements=len(statements))
         refusal = self._refuse(statements, "write")
         if refusal is not None:
@@ -145,7 +148,7 @@ class DuckDBEngine:
         self.begun = None
         self._rollback()
 
-    def op_rows(self, query: str, params: Any) -> list[tuple[Any, ...]]:
+    def op_rows(self, query: str, params: QueryParams) -> list[HarnessRow]:
         cap = ResultCap(2**62, self.max_bytes)
         if self.begun is None:  # a reader's harness query: in a transaction of its own
             self._begin()
@@ -259,7 +262,7 @@ class DuckDBEngine:
             self._open()
 
 
-def classify(exc: Exception, timed_out: bool) -> tuple[str, Any]:
+def classify(exc: Exception, timed_out: bool) -> tuple[str, ErrorKind]:
     """(message, error kind) of a DuckDB error."""
     if isinstance(exc, duckdb.InterruptException) or timed_out:
         return "canceling statement due to statement timeout", "timeout"
@@ -268,7 +271,7 @@ def classify(exc: Exception, timed_out: bool) -> tuple[str, Any]:
     return _message(exc), "syntax" if isinstance(exc, duckdb.ParserException) else "sql"
 
 
-def _stream(cursor: Any) -> Iterator[tuple[Any, ...]]:
+def _stream(cursor: duckdb.DuckDBPyConnection) -> Iterator[tuple[object, ...]]:
     while rows := cursor.fetchmany(1024):
         yield from rows
 

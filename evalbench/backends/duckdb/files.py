@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalbench.backends import build_record, dbfile
 from evalbench.backends.base import Provisioned
@@ -26,6 +26,8 @@ from evalbench.core.errors import ProvisioningError
 from evalbench.sql.statements import split_statements
 
 if TYPE_CHECKING:
+    import duckdb
+
     from evalbench.config import DatabaseConfig
 
 PROVISIONING_VERSION = "duckdb-1"
@@ -165,7 +167,7 @@ def build(path: Path, setup: SetupFiles) -> tuple[int, int]:
     return len(setup.data), rows
 
 
-def run_script(conn: Any, path: Path) -> None:
+def run_script(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Run a setup script statement by statement; an error names the file and the line."""
     import duckdb
 
@@ -181,7 +183,7 @@ def run_script(conn: Any, path: Path) -> None:
             raise ProvisioningError(f"{path}:{line}: {str(exc).splitlines()[0]}") from None
 
 
-def _insert(conn: Any, path: Path, head: str, batch: list[tuple[int, str]]) -> int:
+def _insert(conn: duckdb.DuckDBPyConnection, path: Path, head: str, batch: list[tuple[int, str]]) -> int:
     """Insert a batch; when it fails, find and name the offending row (DuckDB aborts the
     transaction on an error, so the search runs in a scratch transaction of its own)."""
     import duckdb

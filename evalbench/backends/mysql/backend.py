@@ -70,7 +70,7 @@ class MySQLBackend:
                 cursor.execute("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (target.name,))
                 exists = cursor.fetchone() is not None
                 cursor.execute("SELECT VERSION()")
-                version = cursor.fetchone()[0]
+                version = cursor.fetchall()[0][0]  # one row
             if not exists and setup is None:
                 raise ProvisioningError(f"database {target.name!r} does not exist on {target.describe()} and there is no "
                                         "setup for it; set setup_directory to a folder holding a sub-folder with this name")

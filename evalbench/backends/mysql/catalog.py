@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 
 from evalbench.backends.mysql.identities import rows
-from evalbench.backends.mysql.target import quote
+from evalbench.backends.mysql.target import MySQLConnection, quote
 
 Catalog = dict[str, str]  # "table `items`" -> digest of its definition
 
@@ -34,7 +33,7 @@ _DEFINED = (
 )
 
 
-def fingerprint(admin: Any, database: str) -> Catalog:
+def fingerprint(admin: MySQLConnection, database: str) -> Catalog:
     """Every object of ``database`` and a digest of its definition (as seen from inside it: SHOW
     CREATE names objects of the current database without their schema)."""
     catalog: Catalog = {}

@@ -11,27 +11,25 @@ restart the same way). MySQL has no sequences."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from evalbench.backends.mysql.identities import execute, rows
-from evalbench.backends.mysql.target import quote
+from evalbench.backends.mysql.target import MySQLConnection, quote
 
 Counters = dict[str, int]  # "table <name>" / "sequence <name>" -> the next value it hands out
 
 
-def live_statistics(conn: Any, mariadb: bool) -> None:
+def live_statistics(conn: MySQLConnection, mariadb: bool) -> None:
     """MySQL 8 caches information_schema.TABLES (AUTO_INCREMENT included) for a day by default."""
     if not mariadb:
         execute(conn, "SET SESSION information_schema_stats_expiry = 0")
 
 
-def read(conn: Any, database: str, only: Counters | None = None) -> Counters:
+def read(conn: MySQLConnection, database: str, only: Counters | None = None) -> Counters:
     """The counters of ``database`` (of the objects ``only`` names, when given)."""
     if only is not None and not only:
         return {}
     query = ("SELECT TABLE_NAME, TABLE_TYPE, AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
              "AND (AUTO_INCREMENT IS NOT NULL OR TABLE_TYPE = 'SEQUENCE')")
-    params: list[Any] = [database]
+    params: list[object] = [database]
     if only is not None:
         names = sorted({key.split(" ", 1)[1] for key in only})
         query += f" AND TABLE_NAME IN ({', '.join(['%s'] * len(names))})"
@@ -45,7 +43,7 @@ def read(conn: Any, database: str, only: Counters | None = None) -> Counters:
     return found
 
 
-def restore(conn: Any, database: str, target: Counters) -> list[str]:
+def restore(conn: MySQLConnection, database: str, target: Counters) -> list[str]:
     """Put every counter of ``target`` back where it differs; the ones that were put back."""
     current = read(conn, database, target)
     restored = []
@@ -61,7 +59,7 @@ def restore(conn: Any, database: str, target: Counters) -> list[str]:
     return restored
 
 
-def settle_sequences(conn: Any, database: str) -> None:
+def settle_sequences(conn: MySQLConnection, database: str) -> None:
     """Restart every sequence at its ``next_not_cached_value`` (its cache emptied): from then on,
     any value handed out shows in the sequence's table."""
     for key, value in read(conn, database).items():

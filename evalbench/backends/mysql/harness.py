@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pymysql
 
@@ -18,7 +18,7 @@ from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.mysql import counters, identities
 from evalbench.backends.mysql.identities import Identity, Logins, execute, rows
 from evalbench.backends.mysql.provision import admin_connection
-from evalbench.backends.mysql.target import MySQLTarget
+from evalbench.backends.mysql.target import MySQLConnection, MySQLTarget
 from evalbench.core import deadline
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class Harness:
         self._lock = threading.RLock()  # one thread at a time on the connection
         self._conn = self._connect()
 
-    def _connect(self) -> Any:
+    def _connect(self) -> MySQLConnection:
         conn = admin_connection(self.target)
         execute(conn, "SET SESSION wait_timeout = 31536000")  # the leases last as long as this connection
         execute(conn, f"SET SESSION lock_wait_timeout = {_WRITE_WAIT_S}")
@@ -86,7 +86,7 @@ class Harness:
             with suppress(Exception):
                 self._conn.close()
 
-    def _call(self, work: Callable[[Any], T]) -> T:
+    def _call(self, work: Callable[[MySQLConnection], T]) -> T:
         """``work(connection)``; a lost connection is replaced once (and the leases taken again)."""
         try:
             return work(self._conn)

@@ -28,11 +28,11 @@ import secrets
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
 
 import pymysql
 
-from evalbench.backends.mysql.target import quote
+from evalbench.backends.base import HarnessRow, QueryParams
+from evalbench.backends.mysql.target import MySQLConnection, quote
 from evalbench.core.errors import SandboxError
 
 META = "evalbench_meta"
@@ -88,7 +88,7 @@ def _legacy_users(database: str) -> tuple[str, str]:
     return f"{USER_PREFIX}r_{suffix(database)}", f"{USER_PREFIX}w_{suffix(database)}"
 
 
-def golden_logins(admin: Any, database: str) -> Logins:
+def golden_logins(admin: MySQLConnection, database: str) -> Logins:
     """Create (or repair) the golden users of ``database``; refuses an admin that may not create
     users (no SQL may run as the admin) and a server whose grants reach every user."""
     require_user_admin(admin)
@@ -104,11 +104,11 @@ def golden_logins(admin: Any, database: str) -> Logins:
     return Logins(identities[0], identities[1], is_mariadb(admin))
 
 
-def is_mariadb(conn: Any) -> bool:
+def is_mariadb(conn: MySQLConnection) -> bool:
     return "mariadb" in str(rows(conn, "SELECT VERSION()")[0][0]).lower()
 
 
-def _stored_password(admin: Any, user: str) -> str:
+def _stored_password(admin: MySQLConnection, user: str) -> str:
     found = rows(admin, f"SELECT password FROM {META}.logins WHERE user = %s", (user,))
     if found:
         return str(found[0][0])
@@ -117,7 +117,7 @@ def _stored_password(admin: Any, user: str) -> str:
     return password
 
 
-def create_user(admin: Any, user: str, password: str, database: str, privileges: str) -> None:
+def create_user(admin: MySQLConnection, user: str, password: str, database: str, privileges: str) -> None:
     """``user``@'%' with ``password`` and exactly ``privileges`` on ``database``. A user holding
     anything else (a global privilege, another database, a table, a role) is re-created."""
     expected = ("GRANT USAGE ON *.* TO ", f"GRANT {privileges} ON {quote(database)}.* TO ")
@@ -130,7 +130,7 @@ def create_user(admin: Any, user: str, password: str, database: str, privileges:
     execute(admin, f"GRANT {privileges} ON {quote(database)}.* TO %s@'%%'", (user,))
 
 
-def _grants(admin: Any, user: str) -> list[str] | None:
+def _grants(admin: MySQLConnection, user: str) -> list[str] | None:
     """The lines of SHOW GRANTS for ``user``, or None when there is no such user."""
     try:
         return [str(row[0]) for row in rows(admin, "SHOW GRANTS FOR %s@'%%'", (user,))]
@@ -143,20 +143,20 @@ def _holds_only(grants: list[str], expected: tuple[str, ...]) -> bool:
             and not any("GRANT OPTION" in line for line in grants))
 
 
-def drop_user(admin: Any, user: str) -> None:
+def drop_user(admin: MySQLConnection, user: str) -> None:
     """Drop ``user``, ending its sessions first (a dropped user's open sessions live on)."""
     kill_sessions(admin, user)
     execute(admin, "DROP USER IF EXISTS %s@'%%'", (user,))
     execute(admin, f"DELETE FROM {META}.logins WHERE user = %s", (user,))
 
 
-def kill_sessions(admin: Any, user: str) -> None:
+def kill_sessions(admin: MySQLConnection, user: str) -> None:
     for (thread,) in rows(admin, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)):
         with suppress(pymysql.Error):  # it ended meanwhile
             execute(admin, f"KILL {int(thread)}")
 
 
-def drop_all_users(admin: Any, database: str) -> None:
+def drop_all_users(admin: MySQLConnection, database: str) -> None:
     """Every user evalbench made for ``database`` (leased or not): for dropping the database."""
     users = [*golden_users(database), *_legacy_users(database)]
     users += [row[0] for row in rows(admin, "SELECT User FROM mysql.user WHERE User LIKE %s", (agent_pattern(database),))]
@@ -170,7 +170,7 @@ def lease_lock(user: str, key: str) -> str:
     return f"evalbench:lease:{user}:{key}"
 
 
-def lease(holder: Any, database: str, key: str, privileges: Sequence[str]) -> list[Identity]:
+def lease(holder: MySQLConnection, database: str, key: str, privileges: Sequence[str]) -> list[Identity]:
     """One fresh agent user per entry of ``privileges`` (what it may do), leased on ``holder``
     (the connection whose named locks keep the leases); stale agent users are dropped."""
     existing = {row[0] for row in rows(holder, "SELECT User FROM mysql.user WHERE User LIKE %s", (agent_pattern(database),))}
@@ -196,24 +196,24 @@ def lease(holder: Any, database: str, key: str, privileges: Sequence[str]) -> li
     return leased
 
 
-def release(holder: Any, key: str, identities: Sequence[Identity]) -> None:
+def release(holder: MySQLConnection, key: str, identities: Sequence[Identity]) -> None:
     """Drop leased agent users and give their leases back."""
     for identity in identities:
         drop_user(holder, identity.user)
         rows(holder, "SELECT RELEASE_LOCK(%s)", (lease_lock(identity.user, key),))
 
 
-def relock(holder: Any, key: str, identities: Sequence[Identity]) -> bool:
+def relock(holder: MySQLConnection, key: str, identities: Sequence[Identity]) -> bool:
     """Take the leases of ``identities`` again on a new holder connection (the old one was lost);
     False when one is held elsewhere (its user may have been re-created by another run)."""
     return all(_try_lock(holder, lease_lock(identity.user, key)) for identity in identities)
 
 
-def _try_lock(conn: Any, name: str) -> bool:
+def _try_lock(conn: MySQLConnection, name: str) -> bool:
     return bool(rows(conn, "SELECT GET_LOCK(%s, 0)", (name,))[0][0])
 
 
-def require_user_admin(admin: Any) -> None:
+def require_user_admin(admin: MySQLConnection) -> None:
     grants = " ".join(row[0] for row in rows(admin, "SHOW GRANTS")).upper()
     if "ON *.*" in grants and ("ALL PRIVILEGES" in grants or "CREATE USER" in grants):
         return
@@ -230,7 +230,7 @@ _SHARED_GRANTS = " UNION ALL ".join(
                                 ("routine", "procs_priv", "CONCAT(Db, '.', Routine_name)")))
 
 
-def refuse_shared_grants(admin: Any) -> None:
+def refuse_shared_grants(admin: MySQLConnection) -> None:
     """Refuse a server that grants privileges to every user: the sandbox users would hold them."""
     found = [f"{kind} {name}" for kind, name in rows(admin, _SHARED_GRANTS)]
     try:
@@ -245,12 +245,12 @@ def refuse_shared_grants(admin: Any) -> None:
                            "(e.g. DELETE FROM mysql.db WHERE User = ''; FLUSH PRIVILEGES) or evaluate on another server")
 
 
-def execute(conn: Any, statement: str, params: Any = None) -> None:
+def execute(conn: MySQLConnection, statement: str, params: QueryParams = None) -> None:
     with conn.cursor() as cursor:
         cursor.execute(statement, params)
 
 
-def rows(conn: Any, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+def rows(conn: MySQLConnection, statement: str, params: QueryParams = None) -> list[HarnessRow]:
     with conn.cursor() as cursor:
         cursor.execute(statement, params)
         return list(cursor.fetchall())

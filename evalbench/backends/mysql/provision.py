@@ -22,14 +22,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pymysql
 
 from evalbench.backends.base import DatabaseUnavailable
 from evalbench.backends.mysql import catalog, counters, identities
 from evalbench.backends.mysql.identities import META, Logins, execute, rows
-from evalbench.backends.mysql.target import MySQLTarget, quote
+from evalbench.backends.mysql.target import MySQLConnection, MySQLTarget, quote
 from evalbench.backends.setup import SetupFiles, value_batches
 from evalbench.core.errors import ProvisioningError
 from evalbench.sql.statements import split_statements
@@ -54,7 +54,7 @@ class Report:
     counters: counters.Counters = field(default_factory=dict)  # where setup left them: every write puts them back
 
 
-def admin_connection(target: MySQLTarget, timeout_s: float = 10) -> Any:
+def admin_connection(target: MySQLTarget, timeout_s: float = 10) -> MySQLConnection:
     try:
         return target.connect(timeout_s=timeout_s)
     except pymysql.Error as exc:
@@ -81,7 +81,7 @@ def provision(config: DatabaseConfig, target: MySQLTarget, setup: SetupFiles | N
     return report, logins
 
 
-def _database(admin: Any, config: DatabaseConfig, target: MySQLTarget, setup: SetupFiles | None) -> Report:
+def _database(admin: MySQLConnection, config: DatabaseConfig, target: MySQLTarget, setup: SetupFiles | None) -> Report:
     exists = bool(rows(admin, "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (target.name,)))
     if setup is None:
         if not exists:
@@ -107,7 +107,7 @@ def _database(admin: Any, config: DatabaseConfig, target: MySQLTarget, setup: Se
     return _build(admin, target, setup, checksum, exists)
 
 
-def _build(admin: Any, target: MySQLTarget, setup: SetupFiles, checksum: str, exists: bool) -> Report:
+def _build(admin: MySQLConnection, target: MySQLTarget, setup: SetupFiles, checksum: str, exists: bool) -> Report:
     _set_mark(admin, target.name, _BUILDING)
     execute(admin, f"DROP DATABASE IF EXISTS {quote(target.name)}")
     execute(admin, f"CREATE DATABASE {quote(target.name)} CHARACTER SET utf8mb4")
@@ -126,12 +126,12 @@ def _build(admin: Any, target: MySQLTarget, setup: SetupFiles, checksum: str, ex
     return Report("rebuilt" if exists else "created", checksum, len(setup.data), loaded)
 
 
-def _recorded(admin: Any, name: str) -> tuple[catalog.Catalog, counters.Counters] | None:
+def _recorded(admin: MySQLConnection, name: str) -> tuple[catalog.Catalog, counters.Counters] | None:
     found = rows(admin, f"SELECT catalog, counters FROM {META}.setups WHERE name = %s", (name,))
     return (json.loads(found[0][0]), json.loads(found[0][1])) if found else None
 
 
-def _catalog_changes(admin: Any, name: str) -> list[str]:
+def _catalog_changes(admin: MySQLConnection, name: str) -> list[str]:
     """What differs from the catalog setup made (everything, when none was recorded)."""
     recorded = _recorded(admin, name)
     if recorded is None:
@@ -139,7 +139,7 @@ def _catalog_changes(admin: Any, name: str) -> list[str]:
     return catalog.changes(recorded[0], catalog.fingerprint(admin, name))
 
 
-def _settled_counters(admin: Any, name: str, report: Report) -> counters.Counters:
+def _settled_counters(admin: MySQLConnection, name: str, report: Report) -> counters.Counters:
     """The counters every write puts back: setup's (restored now if a stopped run left them
     advanced); a database evalbench did not set up keeps the ones it has now."""
     recorded = _recorded(admin, name) if report.action != "external" else None
@@ -149,7 +149,7 @@ def _settled_counters(admin: Any, name: str, report: Report) -> counters.Counter
     return recorded[1]
 
 
-def ensure_meta(admin: Any) -> None:
+def ensure_meta(admin: MySQLConnection) -> None:
     execute(admin, f"CREATE DATABASE IF NOT EXISTS {META}")
     execute(admin, f"CREATE TABLE IF NOT EXISTS {META}.databases (name VARCHAR(64) PRIMARY KEY, "
                    "checksum VARCHAR(64) NOT NULL, provisioned_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP) ENGINE=InnoDB")
@@ -159,16 +159,16 @@ def ensure_meta(admin: Any) -> None:
                    "catalog MEDIUMTEXT NOT NULL, counters MEDIUMTEXT NOT NULL) ENGINE=InnoDB")
 
 
-def read_mark(admin: Any, name: str) -> str | None:
+def read_mark(admin: MySQLConnection, name: str) -> str | None:
     found = rows(admin, f"SELECT checksum FROM {META}.databases WHERE name = %s", (name,))
     return found[0][0] if found else None
 
 
-def _set_mark(admin: Any, name: str, checksum: str) -> None:
+def _set_mark(admin: MySQLConnection, name: str, checksum: str) -> None:
     execute(admin, f"REPLACE INTO {META}.databases (name, checksum) VALUES (%s, %s)", (name, checksum))
 
 
-def drop_database(admin: Any, name: str) -> None:
+def drop_database(admin: MySQLConnection, name: str) -> None:
     """Drop a database evalbench created, what it recorded of it, and its users."""
     execute(admin, f"DROP DATABASE IF EXISTS {quote(name)}")
     execute(admin, f"DELETE FROM {META}.databases WHERE name = %s", (name,))
@@ -177,7 +177,7 @@ def drop_database(admin: Any, name: str) -> None:
 
 
 @contextmanager
-def named_lock(admin: Any, name: str) -> Iterator[None]:
+def named_lock(admin: MySQLConnection, name: str) -> Iterator[None]:
     """A server-wide lock (GET_LOCK): two runs provisioning the same database take turns."""
     key = name[:64]
     if not rows(admin, "SELECT GET_LOCK(%s, %s)", (key, _LOCK_WAIT_S))[0][0]:
@@ -188,14 +188,14 @@ def named_lock(admin: Any, name: str) -> Iterator[None]:
         rows(admin, "SELECT RELEASE_LOCK(%s)", (key,))
 
 
-def non_transactional_tables(admin: Any, database: str) -> list[str]:
+def non_transactional_tables(admin: MySQLConnection, database: str) -> list[str]:
     """Tables whose engine cannot roll back (MyISAM, MEMORY, Aria...): writes to them would stay."""
     return [r[0] for r in rows(admin, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                                        "TABLE_TYPE = 'BASE TABLE' AND ENGINE NOT IN ('InnoDB', 'XtraDB') ORDER BY 1",
                                 (database,))]
 
 
-def run_script(admin: Any, path: Path) -> None:
+def run_script(admin: MySQLConnection, path: Path) -> None:
     """Run a setup script statement by statement; an error names the file and the line."""
     text = path.read_text(encoding="utf-8-sig")
     position = 0
@@ -209,7 +209,7 @@ def run_script(admin: Any, path: Path) -> None:
             raise ProvisioningError(f"{path}:{line}: {exc.args[-1] if exc.args else exc}") from None
 
 
-def _load_csv(admin: Any, path: Path) -> int:
+def _load_csv(admin: MySQLConnection, path: Path) -> int:
     head = f"INSERT INTO {quote(path.stem)} VALUES "
     count = 0
     for batch in value_batches(path, _INSERT_BATCH):
@@ -221,7 +221,7 @@ def _load_csv(admin: Any, path: Path) -> int:
     return count
 
 
-def _offending_line(admin: Any, head: str, batch: list[tuple[int, str]]) -> str:
+def _offending_line(admin: MySQLConnection, head: str, batch: list[tuple[int, str]]) -> str:
     """The line of the first row of a failed batch that fails alone (tried in a transaction
     rolled back, so nothing of the search stays)."""
     execute(admin, "START TRANSACTION")

@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
 import pymysql
 import pymysql.cursors
@@ -34,12 +34,23 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
 
 from evalbench.backends.admission import admit, rate_limiter
-from evalbench.backends.base import Actor, DatabaseUnavailable, ExecutionResult, Mode, PreprocessErrors, SandboxLimits
+from evalbench.backends.base import (
+    Actor,
+    Clones,
+    DatabaseUnavailable,
+    ErrorKind,
+    ExecutionResult,
+    HarnessRow,
+    Mode,
+    PreprocessErrors,
+    QueryParams,
+    SandboxLimits,
+)
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.mysql.counters import Counters
 from evalbench.backends.mysql.harness import Harness
 from evalbench.backends.mysql.identities import READ_PRIVILEGES, WRITE_PRIVILEGES, Identity, Logins
-from evalbench.backends.mysql.target import MySQLTarget, quote
+from evalbench.backends.mysql.target import MySQLConnection, MySQLTarget, quote
 from evalbench.backends.pool import Checkout
 from evalbench.backends.result_cap import ResultCap
 from evalbench.backends.watchdog import Watchdog
@@ -54,6 +65,7 @@ _MYSQL = Dialect.get_or_raise("mysql")
 _LOCKING = re.compile(r"\bFOR\s+(UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.IGNORECASE)
 _EXECUTABLE_COMMENT = re.compile(r"/\*M?!", re.IGNORECASE)
 _RESET_CONNECTION = 0x1F  # COM_RESET_CONNECTION (MySQL 5.7+, MariaDB 10.2+; pymysql's COMMAND.COM_END)
+T = TypeVar("T")
 
 
 class _Conn:
@@ -61,10 +73,10 @@ class _Conn:
 
     def __init__(self, target: MySQLTarget, identity: Identity) -> None:
         self.target, self.identity = target, identity
-        self.conn: Any = None
+        self.conn: MySQLConnection | None = None
         self.dirty = False  # an unread result, or a lost connection: replaced before its next use
 
-    def get(self) -> Any:
+    def get(self) -> MySQLConnection:
         if self.conn is None or self.dirty:
             self.discard()
             self.conn = self.target.connect(self.identity.user, self.identity.password, self.target.name)
@@ -85,7 +97,7 @@ class _Conn:
             killer = self.target.connect(self.identity.user, self.identity.password, timeout_s=5)
             try:
                 with killer.cursor() as cursor:
-                    cursor.execute(f"KILL QUERY {int(conn.thread_id())}")
+                    cursor.execute(f"KILL QUERY {int(conn.thread_id())}")  # type: ignore[no-untyped-call]  # unannotated in pymysql's stubs
             finally:
                 killer.close()
         except pymysql.Error:
@@ -106,7 +118,7 @@ class MySQLSandbox:
         self.max_rows, self.max_bytes = limits.max_rows, limits.max_result_bytes
         self.non_transactional = list(non_transactional)
         self.write_lock = threading.RLock()
-        self.clones: Any = None
+        self.clones: Clones | None = None
         self._limiter = rate_limiter(limits)
         readers = max(1, limits.pool_size)
         self.harness = Harness(target, logins, setup_counters or {})
@@ -133,7 +145,7 @@ class MySQLSandbox:
             for conn in pool.busy():
                 conn.kill_query()
 
-    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    def rows(self, query: str, params: QueryParams = None) -> list[HarnessRow]:
         """A harness query (trusted SQL, e.g. the schema) as the golden read user."""
         with self._pools["golden"](False) as pooled:
             try:
@@ -260,7 +272,7 @@ class MySQLSandbox:
                 result.error, result.error_kind = f"the execution's time budget is spent after {index} statement(s)", "timeout"
                 return
             backstop: Watchdog | None = None
-            cursor: Any = None
+            cursor: pymysql.cursors.SSCursor | None = None
             try:
                 backstop = Watchdog(pooled.kill_query, self._limit(pooled, end) + _BACKSTOP_S)
                 cursor = pooled.get().cursor(pymysql.cursors.SSCursor)
@@ -312,7 +324,8 @@ class MySQLWriteTransaction:
         self.sandbox._preprocess(self.pooled, self.preprocess, failed, self.errors, time.monotonic() + self.sandbox.timeout_s)
         self.preprocess_error = failed.error
 
-    def run(self, texts: Sequence[str], inspect: Any = None) -> tuple[ExecutionResult, Any]:
+    def run(self, texts: Sequence[str], inspect: Callable[[MySQLWriteTransaction], T] | None = None
+            ) -> tuple[ExecutionResult, T | None]:
         """Run a script (write-mode statements, no DDL), then ``inspect(self)``; both undone."""
         statements = [s for text in texts for s in split_statements(text, "mysql")]
         result = ExecutionResult(statements=len(statements))
@@ -323,7 +336,7 @@ class MySQLWriteTransaction:
         if refusal is not None:
             result.error, result.error_kind = refusal, "forbidden"
             return result, None
-        inspected = None
+        inspected: T | None = None
         try:
             self.sandbox._run_statements(self.pooled, statements, result, time.monotonic() + self.sandbox.timeout_s)
             if result.error is None and inspect is not None:
@@ -338,7 +351,7 @@ class MySQLWriteTransaction:
         self.sandbox.harness.settle()
         self.start()
 
-    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    def rows(self, query: str, params: QueryParams = None) -> list[HarnessRow]:
         """A harness query (trusted SQL) in the current state."""
         with self.pooled.get().cursor() as cursor:
             cursor.execute(query, params)
@@ -359,7 +372,7 @@ class _TimedOut(Exception):
     """A statement the time limit stopped without an error (see :func:`_cut_short`)."""
 
 
-def _cut_short(cursor: Any, end: float) -> bool:
+def _cut_short(cursor: pymysql.cursors.Cursor, end: float) -> bool:
     """Whether a statement that returned normally was stopped by the time limit: MariaDB ends
     ``SLEEP()`` and ``BENCHMARK()`` with a result (and a warning) rather than an error. A
     statement that ends after the budget is spent is a timeout either way."""
@@ -376,7 +389,7 @@ def _cut_short(cursor: Any, end: float) -> bool:
 _PARSE_ERROR = 1064  # ER_PARSE_ERROR: "You have an error in your SQL syntax"
 
 
-def classify(exc: pymysql.Error, killed: bool) -> tuple[str, Any]:
+def classify(exc: pymysql.Error, killed: bool) -> tuple[str, ErrorKind]:
     """(message, error kind) of a pymysql error."""
     code = _code(exc)
     if code in _TIMEOUT_CODES or killed:
@@ -410,7 +423,7 @@ def _budget(timeout_s: float) -> float:
     return timeout_s if left is None else left
 
 
-def _read(cursor: Any, cap: ResultCap) -> None:
+def _read(cursor: pymysql.cursors.Cursor, cap: ResultCap) -> None:
     """The result's rows, one at a time, into ``cap`` until it is full or the result ends."""
     if cursor.description is None:
         return
@@ -419,7 +432,7 @@ def _read(cursor: Any, cap: ResultCap) -> None:
         row = cursor.fetchone()
 
 
-def _drain(cursor: Any) -> None:
+def _drain(cursor: pymysql.cursors.Cursor) -> None:
     """Read a result to its end, holding one row at a time."""
     while cursor.description is not None and cursor.fetchone() is not None:
         pass
@@ -436,7 +449,7 @@ def _end(pooled: _Conn) -> None:
         pooled.discard()
 
 
-def _reset(conn: Any) -> None:
+def _reset(conn: Any) -> None:  # pymysql's private protocol calls: not in its stubs
     """COM_RESET_CONNECTION: the transaction rolled back, and user variables, temporary tables,
     prepared statements, HANDLERs, named locks and session variables gone, so a pooled connection
     carries nothing from one execution to the next (pymysql has no call for it)."""
@@ -457,7 +470,7 @@ def _begin(pooled: _Conn, statement: str) -> None:
         _plain(pooled.get(), statement)
 
 
-def _plain(conn: Any, statement: str) -> None:
+def _plain(conn: MySQLConnection, statement: str) -> None:
     with conn.cursor() as cursor:
         cursor.execute(statement)
 

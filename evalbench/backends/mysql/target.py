@@ -4,12 +4,18 @@ as the sandbox users (golden and agent SQL)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from evalbench.core.errors import ProvisioningError
 
 if TYPE_CHECKING:
+    import pymysql.connections
+    import pymysql.cursors
+
     from evalbench.config import DatabaseConfig
+
+# a pymysql connection as :meth:`MySQLTarget.connect` opens it (its cursors buffered, unless asked)
+MySQLConnection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.Cursor]"
 
 DEFAULT_PORT = 3306
 _SCHEMES = ("mysql", "mariadb", "mysql+pymysql", "mariadb+pymysql", "mysql+mysqldb", "mariadb+mariadbconnector")
@@ -28,7 +34,7 @@ class MySQLTarget:
     password: str | None
 
     def connect(self, user: str | None = None, password: str | None = None, database: str | None = None,
-                timeout_s: float = 10, **options: Any) -> Any:
+                timeout_s: float = 10, **options: Any) -> MySQLConnection:
         """A pymysql connection (as admin unless ``user`` is given); autocommit, utf8mb4."""
         import pymysql
 

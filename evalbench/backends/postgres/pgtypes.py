@@ -7,8 +7,9 @@ instead of raising out of the driver."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TypeVar
 
+from psycopg.abc import AdaptContext, Buffer
 from psycopg.types import datetime as pgdt
 from psycopg.types import json as pgjson
 
@@ -21,6 +22,7 @@ _INFINITE = {
 _BINARY = {"date": (b"\x7f\xff\xff\xff", b"\x80\x00\x00\x00"),
            "timestamp": (b"\x7f\xff\xff\xff\xff\xff\xff\xff", b"\x80\x00\x00\x00\x00\x00\x00\x00")}
 _BINARY["timestamptz"] = _BINARY["timestamp"]
+C = TypeVar("C", bound=AdaptContext)  # a connection (anything with adapters)
 
 
 def _loader(base: type, name: str, binary: bool) -> type:
@@ -28,7 +30,7 @@ def _loader(base: type, name: str, binary: bool) -> type:
     tokens = _BINARY[name] if binary else (b"infinity", b"-infinity")
 
     class Loader(base):  # type: ignore[misc]  # base is psycopg's text or binary loader, chosen at run time
-        def load(self, data: Any) -> Any:
+        def load(self, data: Buffer) -> object:
             raw = bytes(data)
             if raw == tokens[0]:
                 return plus
@@ -50,7 +52,7 @@ LOADERS: list[tuple[str, type]] = [(name, _loader(base, name, binary)) for name,
 
 def _json_loader(base: type) -> type:
     class Loader(base):  # type: ignore[misc]  # base is psycopg's text or binary loader, chosen at run time
-        def load(self, data: Any) -> Any:
+        def load(self, data: Buffer) -> object:
             try:
                 return super().load(data)
             except RecursionError:  # the text as the server sent it (jsonb's binary form: a version byte first)
@@ -65,7 +67,7 @@ LOADERS += [("json", _json_loader(pgjson.JsonLoader)), ("json", _json_loader(pgj
             ("jsonb", _json_loader(pgjson.JsonbLoader)), ("jsonb", _json_loader(pgjson.JsonbBinaryLoader))]
 
 
-def register_loaders(conn: Any) -> Any:
+def register_loaders(conn: C) -> C:
     """Register the loaders on a connection (returns it, for use in a connect factory)."""
     for name, loader in LOADERS:
         conn.adapters.register_loader(name, loader)

@@ -28,19 +28,23 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import psycopg
-from sqlalchemy.pool import QueuePool
+from psycopg.rows import TupleRow
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from evalbench.backends.admission import admit, admit_script
 from evalbench.backends.base import (
     Actor,
+    Clones,
     DatabaseUnavailable,
     ErrorKind,
     ExecutionResult,
+    HarnessRow,
     Mode,
     PreprocessErrors,
+    QueryParams,
     SandboxLimits,
 )
 from evalbench.backends.fingerprint import Fingerprint, written_tables
@@ -54,7 +58,11 @@ from evalbench.core import deadline
 from evalbench.core.ratelimit import RateLimiter
 from evalbench.sql.statements import STREAM_KEYWORDS, statement_kind
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Connect = Callable[..., psycopg.Connection]
 BACKSTOP_S = 2.0  # past the execution's budget, a statement the server did not stop is abandoned
@@ -111,18 +119,19 @@ class Sandbox:
             autocommit=True, connect_timeout=int(connect_timeout_s),
             options=f"-c statement_timeout={int(max(60.0, statement_timeout_s * 4) * 1000)}"))
         self.on_close: Callable[[], None] | None = None  # e.g. the cloud connector this sandbox connects through
-        self.clones: Any = None  # evalbench.backends.postgres.clones.CloneFactory, when test cases can run on copies
+        self.clones: Clones | None = None  # evalbench.backends.postgres.clones.CloneFactory, when test cases can run on copies
         self._warned_sequences = False
 
     def _pool(self, open_: Connect, size: int, statement_timeout_s: float, connect_timeout_s: float) -> QueuePool:
         return QueuePool(
-            lambda: register_loaders(open_(
+            # a psycopg connection is a DB-API connection, which SQLAlchemy's protocol of one does not recognise
+            lambda: cast("DBAPIConnection", register_loaders(open_(
                 autocommit=True,
                 connect_timeout=int(connect_timeout_s),
                 prepare_threshold=None,  # no server-side prepared statements: DISCARD ALL follows every execution
                 # session defaults: every transaction is read-only unless begun READ WRITE
                 options=f"-c statement_timeout={self.statement_timeout_ms} -c default_transaction_read_only=on",
-            )),
+            ))),
             pool_size=size,
             max_overflow=0,
             timeout=max(60.0, statement_timeout_s * 4),
@@ -194,7 +203,7 @@ class Sandbox:
             finally:
                 self._release(fairy, conn, healthy)
 
-    def _checkout(self, identity: str) -> tuple[Any, psycopg.Connection]:
+    def _checkout(self, identity: str) -> tuple[PoolProxiedConnection, psycopg.Connection]:
         """A pooled connection of ``identity`` that is alive: one the server closed while it sat
         in the pool (a restart, a terminated backend) is dropped for a new one, so a restart
         costs no item."""
@@ -255,7 +264,7 @@ class Sandbox:
             self._release(fairy, conn, healthy)
         result.elapsed_s = time.perf_counter() - started
 
-    def _release(self, fairy: Any, conn: psycopg.Connection, healthy: bool) -> None:
+    def _release(self, fairy: PoolProxiedConnection, conn: psycopg.Connection, healthy: bool) -> None:
         """Roll the transaction back, reset the session and give the connection back (or drop
         it when it cannot be reset)."""
         if healthy:
@@ -411,13 +420,14 @@ class WriteTransaction:
     """What :meth:`Sandbox.write_transaction` yields: scripts run under savepoints, harness
     queries, and the sequences put back between two scripts."""
 
-    def __init__(self, sandbox: Sandbox, conn: psycopg.Connection, sequences: list[tuple[Any, ...]],
+    def __init__(self, sandbox: Sandbox, conn: psycopg.Connection, sequences: SequenceState,
                  preprocess_error: str | None) -> None:
         self.sandbox, self.conn, self.sequences = sandbox, conn, sequences
         self.preprocess_error = preprocess_error  # preprocess_sql failed: nothing else can be trusted
         self._savepoints = 0
 
-    def run(self, texts: Sequence[str], inspect: Any = None) -> tuple[ExecutionResult, Any]:
+    def run(self, texts: Sequence[str], inspect: Callable[[WriteTransaction], T] | None = None
+            ) -> tuple[ExecutionResult, T | None]:
         """Run a script (write-mode statements only) and then ``inspect(self)`` on the state it
         leaves; both are undone (rolled back to a savepoint) before this returns, and the sequences
         are put back. Returns the last statement's result and what ``inspect`` returned."""
@@ -428,7 +438,7 @@ class WriteTransaction:
         self._savepoints += 1
         name = f"evalbench_run_{self._savepoints}"
         self.conn.execute(f"SAVEPOINT {name}")
-        inspected = None
+        inspected: T | None = None
         try:
             self.sandbox._run_statements(self.conn, statements, result)  # rows past a cap read, not cancelled
             if result.error is None and inspect is not None:
@@ -438,7 +448,7 @@ class WriteTransaction:
             self.sandbox._restore_sequences(self.conn, self.sequences)
         return result, inspected
 
-    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    def rows(self, query: str, params: QueryParams = None) -> list[HarnessRow]:
         """A harness query (trusted SQL) in the current state."""
         return self.conn.execute(query, params).fetchall()
 
@@ -447,7 +457,7 @@ class WriteTransaction:
         return state.fingerprint(self, written_tables(statements, "postgres"))
 
 
-def _stream(cursor: psycopg.Cursor[Any], statement: str) -> Generator[Any, None, None]:
+def _stream(cursor: psycopg.Cursor[TupleRow], statement: str) -> Generator[TupleRow, None, None]:
     """The rows of ``statement`` as the server sends them (none for a statement without rows)."""
     try:
         yield from cursor.stream(statement, size=_CHUNK_ROWS)  # the extended protocol: one command

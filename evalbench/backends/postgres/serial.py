@@ -17,7 +17,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -33,7 +32,7 @@ SEQUENCE_STATE = """
 SELECT format('%I.%I', schemaname, sequencename), COALESCE(last_value, start_value), last_value IS NOT NULL
 FROM pg_sequences WHERE has_sequence_privilege(format('%I.%I', schemaname, sequencename), 'UPDATE')
 """
-SequenceState = list[tuple[Any, ...]]
+SequenceState = list[tuple[str, int, bool]]  # (name, value, is_called), as SEQUENCE_STATE reads them
 
 
 def setval_query(state: SequenceState) -> sql.Composed:

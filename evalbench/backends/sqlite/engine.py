@@ -18,13 +18,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from evalbench.backends.engine_server import EngineFailure, collect, reply_of
 from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.result_cap import ResultCap
-from evalbench.core.execution_result import ExecutionResult
+from evalbench.core.execution_result import ErrorKind, ExecutionResult
+
+if TYPE_CHECKING:
+    from evalbench.backends.base import HarnessRow, QueryParams
 
 MAX_LENGTH = 16 * 1024 * 1024  # bytes of one string or blob (randomblob(1e9) is refused, not allocated)
 _PROGRESS_STEPS = 2_000  # virtual machine steps between two looks at the clock
@@ -43,7 +46,7 @@ class _Guard:
         self.trusted = False  # the harness's own statements (BEGIN, ROLLBACK, PRAGMA)
         self.end = float("inf")  # monotonic time at which the running statement is interrupted
 
-    def authorize(self, action: int, arg1: Any, arg2: Any, _db: Any, _source: Any) -> int:
+    def authorize(self, action: int, arg1: str | None, arg2: str | None, _db: str | None, _source: str | None) -> int:
         if self.trusted:
             return sqlite3.SQLITE_OK
         if action in _DENIED:
@@ -59,7 +62,7 @@ class _Guard:
 class SQLiteEngine:
     """One connection: a reader of the file, or the writer of a private copy of it."""
 
-    def __init__(self, path: str, copy: str | None, max_rows: int, max_bytes: int, timeout_s: float, **_: Any) -> None:
+    def __init__(self, path: str, copy: str | None, max_rows: int, max_bytes: int, timeout_s: float, **_: object) -> None:
         self.max_rows, self.max_bytes, self.busy_s = max_rows, max_bytes, max(1.0, timeout_s)
         self.write = copy is not None
         self.file = Path(copy) if copy is not None else Path(path)
@@ -96,7 +99,7 @@ class SQLiteEngine:
     # ---------------------------------------------------------------- requests
 
     def op_execute(self, statements: list[str], mode: str, preprocess: list[list[str]], preprocess_errors: str,
-                   budget_s: float, actor: str) -> dict[str, Any]:
+                   budget_s: float, actor: str) -> dict[str, object]:
         self._as(actor)
         result = ExecutionResult(statements=len(statements))
         end = time.monotonic() + budget_s
@@ -119,7 +122,7 @@ class SQLiteEngine:
         self._preprocess(preprocess, failed, errors, time.monotonic() + budget_s)
         return failed.error
 
-    def op_script(self, statements: list[str], budget_s: float) -> dict[str, Any]:
+    def op_script(self, statements: list[str], budget_s: float) -> dict[str, object]:
         self._savepoints += 1
         self._trusted(f"SAVEPOINT evalbench_run_{self._savepoints}")
         result = ExecutionResult(statements=len(statements))
@@ -132,7 +135,7 @@ class SQLiteEngine:
     def op_end(self) -> None:
         self._transaction("ROLLBACK")
 
-    def op_rows(self, query: str, params: Any) -> list[tuple[Any, ...]]:
+    def op_rows(self, query: str, params: QueryParams) -> list[HarnessRow]:
         cap = ResultCap(2**62, self.max_bytes)
         self.guard.trusted = True
         try:
@@ -237,7 +240,7 @@ def _copy(source: Path, target: Path) -> None:
         raise EngineFailure(f"cannot copy {source} to work on: {exc}") from None
 
 
-def _sql_kind(exc: sqlite3.Error) -> Any:
+def _sql_kind(exc: sqlite3.Error) -> ErrorKind:
     """``syntax`` when SQLite could not parse the statement, ``connection`` when the file was busy
     or being recovered (a ``db_error`` that ``--resume`` runs again), else ``sql``."""
     if str(getattr(exc, "sqlite_errorname", "")).startswith(_CONTENTION):
