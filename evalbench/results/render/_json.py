@@ -37,3 +37,8 @@ def maybe_obj(value: object) -> dict[str, object] | None:
 def maybe_number(value: object) -> float | None:
     """``value`` for a JSON number, None for null."""
     return value if isinstance(value, (int, float)) else None
+
+
+def obj_items(value: object) -> list[tuple[str, dict[str, object]]]:
+    """``(value or {}).items()`` for an object of objects (a summary's per phase, per scorer entries)."""
+    return [(key, obj(entry)) for key, entry in obj(value).items()]

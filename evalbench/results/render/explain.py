@@ -17,6 +17,7 @@ import os
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
+
 from evalbench.core.errors import EvalbenchError
 from evalbench.core.terminal import escape
 from evalbench.results.journal.files import JOURNAL

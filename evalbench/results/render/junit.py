@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TextIO
 
 from evalbench.results.render._json import objs
-
 from evalbench.results.render.explain import phase_lines
 from evalbench.results.summary.taxonomy import diagnose
 
