@@ -25,7 +25,7 @@ def seq(value: object) -> list[object]:
 
 
 def number(value: object) -> float:
-    """``value or 0`` for a JSON number (or null)."""
+    """``value`` for a JSON number, 0 for null (``value or 0`` but for 0.0, which stays 0.0)."""
     return value if isinstance(value, (int, float)) else 0
 
 
