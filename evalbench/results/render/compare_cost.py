@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from evalbench.results.summary.cost import (
     COMPARE_HEADER,
@@ -27,7 +26,7 @@ def _item_rows(c: CostComparison) -> list[tuple[str, str, str, str]]:
     return [(item, usd(a), usd(b), signed_usd(round(b - a, 8))) for item, a, b in c.items]
 
 
-def cost_markdown(c: CostComparison | None, cell: Callable[[Any], str]) -> list[str]:
+def cost_markdown(c: CostComparison | None, cell: Callable[[str], str]) -> list[str]:
     """The Markdown section (``cell`` escapes a table cell)."""
     if c is None:
         return []

@@ -26,13 +26,14 @@ import csv
 import datetime as dt
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 from evalbench.results.journal.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
 from evalbench.results.journal.files import OutputError, create_new
+from evalbench.results.render._json import maybe_number, maybe_obj, number, obj, obj_items, objs, seq
 from evalbench.results.summary.taxonomy import record_diagnosis
 
 T = TypeVar("T")
@@ -102,7 +103,7 @@ def metric_name(scorer: str, phase: str) -> str:
 # --------------------------------------------------------------------------- cell conventions
 
 
-def cell(value: Any) -> str:
+def cell(value: object) -> str:
     """One CSV cell as EvalBench's pandas frames write it (dtype "string", ``str()`` of the value).
 
     None is an empty cell; lists and dicts are their Python ``repr`` (``['postgres']``), booleans
@@ -116,7 +117,7 @@ def cell(value: Any) -> str:
     return safe_cell(str(value))
 
 
-def result_text(execution: dict[str, Any] | None) -> str | None:
+def result_text(execution: Mapping[str, object] | None) -> str | None:
     """An execution preview as EvalBench stores a result: a JSON list of row objects.
 
     EvalBench keeps up to ``truncate_execution_outputs`` rows and appends
@@ -125,26 +126,26 @@ def result_text(execution: dict[str, Any] | None) -> str | None:
     """
     if execution is None:
         return None
-    columns = execution.get("columns") or []
-    preview = execution.get("preview") or []
-    rows = [dict(zip(columns, row, strict=False)) for row in preview]  # duplicate column names: the last wins, as in SQLAlchemy's _asdict
+    columns = seq(execution.get("columns"))
+    preview = seq(execution.get("preview"))
+    rows = [dict(zip(columns, seq(row), strict=False)) for row in preview]  # duplicate column names: the last wins, as in SQLAlchemy's _asdict
     text = json.dumps(rows, default=str)
-    more = (execution.get("row_count") or 0) - len(preview)
+    more = number(execution.get("row_count")) - len(preview)
     if more > 0:
         text += f"...and {more} more items truncated"
     return text
 
 
-def flatten_config(data: dict[str, Any], separator: str = ".") -> dict[str, Any]:
+def flatten_config(data: Mapping[str, object], separator: str = ".") -> dict[str, object]:
     """``pandas.json_normalize(data, sep=".")`` for one dict, as EvalBench's ``config_to_df`` uses it.
 
     Top-level non-dict values first, then nested dicts flattened depth first; lists are kept whole;
     empty dicts disappear (pandas' ``_normalise_json_ordered``).
     """
     top = {k: v for k, v in data.items() if not isinstance(v, dict)}
-    nested: dict[str, Any] = {}
+    nested: dict[str, object] = {}
 
-    def walk(value: dict[str, Any], prefix: str) -> None:
+    def walk(value: Mapping[str, object], prefix: str) -> None:
         for key, sub in value.items():
             name = f"{prefix}{separator}{key}" if prefix else str(key)
             if isinstance(sub, dict):
@@ -166,17 +167,17 @@ def evalbench_run_time(created_at: str | None) -> str:
         return created_at
 
 
-def evalbench_config(manifest: dict[str, Any]) -> dict[str, Any]:
+def evalbench_config(manifest: Mapping[str, object]) -> dict[str, object]:
     """Our config snapshot in EvalBench's shape: ``experiment_config``, ``model_config``, ``db_configs``.
 
     EvalBench's ``model_config`` is the agent's own YAML and ``db_configs`` the database configs
     grouped by dialect; everything else of the run config is ``experiment_config``. The manifest's
     snapshot already has every secret redacted.
     """
-    config = dict(manifest.get("config") or {})
+    config = dict(obj(manifest.get("config")))
     model = config.pop("model_config", None)
-    databases = config.pop("database_configs", None) or []
-    by_dialect: dict[str, list[Any]] = {}
+    databases = seq(config.pop("database_configs", None))
+    by_dialect: dict[str, list[object]] = {}
     for db in databases:
         dialect = db.get("dialect", "") if isinstance(db, dict) else ""
         by_dialect.setdefault(str(dialect), []).append(db)
@@ -184,7 +185,7 @@ def evalbench_config(manifest: dict[str, Any]) -> dict[str, Any]:
             "db_configs": by_dialect}
 
 
-def _run_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
+def _run_metadata(manifest: Mapping[str, object]) -> dict[str, object]:
     """What the manifest records besides the config (our extension rows of configs.csv)."""
     keys = ("evalbench_version", "git_sha", "config_fingerprint", "seed", "dataset", "agent", "vuser", "scorers")
     return {"run": {k: manifest[k] for k in keys if k in manifest}}
@@ -193,11 +194,11 @@ def _run_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- rows
 
 
-def _phase_turns(record: dict[str, Any], phase: str) -> list[dict[str, Any]]:
-    return [t for t in record.get("turns") or [] if t.get("phase", MAIN_PHASE) == phase]
+def _phase_turns(record: Mapping[str, object], phase: str) -> list[dict[str, object]]:
+    return [t for t in objs(record.get("turns")) if t.get("phase", MAIN_PHASE) == phase]
 
 
-def _first(record: dict[str, Any], phase: dict[str, Any], key: str, default: Any) -> Any:
+def _first(record: Mapping[str, object], phase: Mapping[str, object], key: str, default: object) -> object:
     """A field of the phase, else of the record (fields a later schema may add), else ``default``."""
     if phase.get(key) is not None:
         return phase[key]
@@ -206,7 +207,7 @@ def _first(record: dict[str, Any], phase: dict[str, Any], key: str, default: Any
     return default
 
 
-def _generator_error(record: dict[str, Any], phase: dict[str, Any]) -> str | None:
+def _generator_error(record: Mapping[str, object], phase: Mapping[str, object]) -> str | None:
     """EvalBench's ``sql_generator_error``: why the phase ended without a scored answer."""
     outcome = phase.get("outcome") or record.get("outcome")
     if outcome in (None, "scored"):
@@ -215,21 +216,21 @@ def _generator_error(record: dict[str, Any], phase: dict[str, Any]) -> str | Non
     return f"{outcome}: {error}" if error else str(outcome)
 
 
-def _transcript(turns: list[dict[str, Any]]) -> str | None:
+def _transcript(turns: list[dict[str, object]]) -> str | None:
     if not turns:
         return None
     out = []
     for turn in turns:
-        reply = turn.get("reply") or {}
-        vuser = turn.get("vuser") or {}
+        reply = obj(turn.get("reply"))
+        vuser = obj(turn.get("vuser"))
         out.append({"user": turn.get("user_text"), "role": turn.get("user_role"), "kind": reply.get("kind"),
                     "agent": reply.get("sql") or reply.get("text") or reply.get("error"),
                     "vuser_action": vuser.get("action")})
     return json.dumps(out, default=str)
 
 
-def _phases(record: dict[str, Any]) -> list[dict[str, Any]]:
-    phases = record.get("phases") or []
+def _phases(record: Mapping[str, object]) -> list[dict[str, object]]:
+    phases = objs(record.get("phases"))
     if phases:
         return phases
     # A conversation that ended before its first phase still counts (nothing is dropped).
@@ -237,16 +238,16 @@ def _phases(record: dict[str, Any]) -> list[dict[str, Any]]:
              "clarifications": 0, "sql": None, "generated": None, "golden": [], "scores": {}}]
 
 
-def eval_row(record: dict[str, Any], phase: dict[str, Any], job_id: str, run_time: str) -> dict[str, Any]:
+def eval_row(record: dict[str, object], phase: Mapping[str, object], job_id: str, run_time: str) -> dict[str, object]:
     """One evals.csv row (EvalBench's keys, then ours) for one phase of a journal record."""
-    name = phase.get("phase", MAIN_PHASE)
+    name = str(phase.get("phase", MAIN_PHASE))
     turns = _phase_turns(record, name)
-    generated = phase.get("generated")
-    golden_list = phase.get("golden") or []
-    golden = golden_list[0] if golden_list else None  # EvalBench runs the first golden SQL only
-    replies = [t["reply"] for t in turns if t.get("reply")]
+    generated = maybe_obj(phase.get("generated"))
+    golden_list = seq(phase.get("golden"))
+    golden = maybe_obj(golden_list[0]) if golden_list else None  # EvalBench runs the first golden SQL only
+    replies = [obj(t["reply"]) for t in turns if t.get("reply")]
     explanation = next((r.get("text") for r in reversed(replies) if r.get("text")), None)
-    other = record.get("other") or {}
+    other = obj(record.get("other"))
     tags = record.get("tags")
     if tags is None:
         tags = [t for t in (record.get("category"), record.get("difficulty")) if t]
@@ -267,7 +268,7 @@ def eval_row(record: dict[str, Any], phase: dict[str, Any], job_id: str, run_tim
         "golden_result": result_text(golden),
         # The journal (schema 1) does not keep the golden SQL text; a record that has it is used.
         "golden_sql": _first(record, phase, "golden_sql", []),
-        "id": evalbench_id(record["item_id"], name),
+        "id": evalbench_id(str(record["item_id"]), name),
         "job_id": job_id,
         "nl_prompt": phase.get("question"),
         "other": {k: json.dumps(v) for k, v in other.items()},  # EvalBench's build_normalized_other
@@ -279,7 +280,7 @@ def eval_row(record: dict[str, Any], phase: dict[str, Any], job_id: str, run_tim
         "setup_sql": _first(record, phase, "setup_sql", []),
         "sql_generation_details": _transcript(turns),
         "sql_generator_error": _generator_error(record, phase),
-        "sql_generator_time": round(sum(r.get("latency_s") or 0.0 for r in replies), 6),
+        "sql_generator_time": round(sum(number(r.get("latency_s")) or 0.0 for r in replies), 6),
         "tags": tags,
         "trace_id": None,
         # extensions
@@ -295,16 +296,16 @@ def eval_row(record: dict[str, Any], phase: dict[str, Any], job_id: str, run_tim
     }
 
 
-def _diagnosis_cells(record: dict[str, Any], phase: str) -> dict[str, Any]:
+def _diagnosis_cells(record: dict[str, object], phase: str) -> dict[str, object]:
     found = record_diagnosis(record)
     if found is None or found.get("phase", MAIN_PHASE) != phase:
         return {"diagnosis": None, "diagnosis_message": None}
-    flags = found.get("flags") or []
+    flags = seq(found.get("flags"))
     message = str(found.get("message") or "") + (f" [{', '.join(map(str, flags))}]" if flags else "")
     return {"diagnosis": found.get("kind"), "diagnosis_message": message}
 
 
-def score_cells(score: dict[str, Any]) -> tuple[float | int | None, str | None, str | None]:
+def score_cells(score: Mapping[str, object]) -> tuple[float | int | None, str | None, str | None]:
     """(score, comparison_error, comparison_logs) of one of our scores, in EvalBench's terms.
 
     Pass/fail scorers score 100 or 0 as EvalBench's comparators do; metrics keep their value
@@ -312,9 +313,9 @@ def score_cells(score: dict[str, Any]) -> tuple[float | int | None, str | None, 
     the message as ``comparison_error``.
     """
     detail = score.get("detail") or None
+    detail = detail if isinstance(detail, str) else None  # a text (the schema's), or None
     if score.get("passed") is None:
-        value = score.get("value")
-        points: float | int | None = value
+        points: float | int | None = maybe_number(score.get("value"))
     else:
         points = PASS_SCORE if score["passed"] else 0
     if detail and detail.startswith("scorer error:"):
@@ -322,10 +323,10 @@ def score_cells(score: dict[str, Any]) -> tuple[float | int | None, str | None, 
     return points, None, detail
 
 
-def score_rows(eval_: dict[str, Any], phase: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def score_rows(eval_: Mapping[str, object], phase: Mapping[str, object]) -> Iterator[dict[str, object]]:
     """scores.csv rows of one phase: one per applicable scorer (not-applicable ones are left out,
     as EvalBench's analyzer would count them in its denominator)."""
-    for name, score in (phase.get("scores") or {}).items():
+    for name, score in obj_items(phase.get("scores")):
         if not score.get("applicable", True):
             continue
         points, error, logs = score_cells(score)
@@ -334,7 +335,7 @@ def score_rows(eval_: dict[str, Any], phase: dict[str, Any]) -> Iterator[dict[st
             "database": eval_["database"], "dialects": eval_["dialects"], "generated_error": eval_["generated_error"],
             "generated_sql": eval_["generated_sql"], "id": eval_["id"], "job_id": eval_["job_id"], "score": points,
             "item_id": eval_["item_id"], "phase": eval_["phase"], "value": score.get("value"),
-            "passed": score.get("passed"), "flags": ";".join(score.get("flags") or ()),
+            "passed": score.get("passed"), "flags": ";".join(map(str, seq(score.get("flags")))),
         }
 
 
@@ -362,12 +363,12 @@ class _Summary:
         self.phase_rows: dict[str, int] = {}
         self.phase_executable: dict[str, int] = {}
 
-    def add(self, eval_: dict[str, Any], phase: dict[str, Any]) -> None:
-        name = eval_["phase"]
+    def add(self, eval_: Mapping[str, object], phase: Mapping[str, object]) -> None:
+        name = str(eval_["phase"])
         self.phase_rows[name] = self.phase_rows.get(name, 0) + 1
         if eval_["generated_sql"] and eval_["generated_error"] is None:
             self.phase_executable[name] = self.phase_executable.get(name, 0) + 1
-        for scorer, score in (phase.get("scores") or {}).items():
+        for scorer, score in obj_items(phase.get("scores")):
             key = (scorer, name)
             if key not in self.tallies:
                 self.tallies[key] = _Tally()
@@ -381,8 +382,9 @@ class _Summary:
                 tally.correct += 1
             if score.get("passed") is None:
                 tally.metric_votes += 1
-            if score.get("value") is not None:
-                tally.value_sum += score["value"]
+            value = maybe_number(score.get("value"))
+            if value is not None:
+                tally.value_sum += value
                 tally.values += 1
 
     def _is_metric(self, scorer: str) -> bool:
@@ -391,7 +393,7 @@ class _Summary:
         tallies = [t for (s, _), t in self.tallies.items() if s == scorer and t.rows]
         return bool(tallies) and all(t.metric_votes == t.rows for t in tallies)
 
-    def rows(self, job_id: str, run_time: str) -> Iterator[dict[str, Any]]:
+    def rows(self, job_id: str, run_time: str) -> Iterator[dict[str, object]]:
         """EvalBench's order: configured scorers (not ``executable``), other scorers seen, then ``executable``."""
         phase_rank = {MAIN_PHASE: 0, "follow_up": 1}
         names = [s for s in self.scorers if s != EXECUTABLE]
@@ -418,7 +420,7 @@ class _Summary:
             yield self._row(metric_name(EXECUTABLE, phase), row, job_id, run_time, phase, not_applicable)
 
     @staticmethod
-    def _row(name: str, values: tuple[Any, Any, Any], job_id: str, run_time: str, phase: str, na: int) -> dict[str, Any]:
+    def _row(name: str, values: tuple[float, float, int], job_id: str, run_time: str, phase: str, na: int) -> dict[str, object]:
         score, correct, total = values
         return {"metric_name": name, "metric_score": score, "correct_results_count": correct,
                 "total_results_count": total, "job_id": job_id, "run_time": run_time,
@@ -447,7 +449,7 @@ class _CsvFile:
         self.writer = csv.writer(self.handle)
         _writing(self.path, lambda: self.writer.writerow(columns))
 
-    def write(self, row: dict[str, Any]) -> None:
+    def write(self, row: Mapping[str, object]) -> None:
         cells = [cell(row.get(c)) for c in self.columns]
         _writing(self.path, lambda: self.writer.writerow(cells))
 
@@ -482,15 +484,16 @@ class EvalbenchCsvWriter:
     """EvalBench's four files, written incrementally: :meth:`add` each journal record (as the run
     completes conversations), then :meth:`commit` (or :meth:`abort`). Memory stays flat."""
 
-    def __init__(self, out_dir: Path, manifest: dict[str, Any], *, metrics: set[str] | None = None,
+    def __init__(self, out_dir: Path, manifest: Mapping[str, object], *, metrics: set[str] | None = None,
                  order: list[tuple[str, str]] | None = None, extensions: bool = True) -> None:
         _writing(out_dir, lambda: out_dir.mkdir(parents=True, exist_ok=True))
         self.manifest = manifest
         self.extensions = extensions
-        scorers = list(manifest.get("scorers") or (manifest.get("config") or {}).get("scorers") or [])
+        scorers = [str(s) for s in seq(manifest.get("scorers")) or seq(obj(manifest.get("config")).get("scorers"))]
         self.summary = _Summary(scorers, metrics, order or [])
         self.job_id = str(manifest.get("run_id") or "")
-        self.run_time = evalbench_run_time(manifest.get("created_at"))
+        created_at = manifest.get("created_at")
+        self.run_time = evalbench_run_time(created_at if isinstance(created_at, str) else None)
 
         def columns(base: list[str], extra: list[str]) -> list[str]:
             return base + extra if extensions else list(base)
@@ -506,7 +509,7 @@ class EvalbenchCsvWriter:
             self.abort()
             raise
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, object]) -> None:
         evals_file, scores_file = self.files[0], self.files[1]
         self.job_id = self.job_id or str(record.get("run_id") or "")
         for phase in _phases(record):
@@ -538,7 +541,7 @@ class EvalbenchCsvWriter:
             file.abort()
 
 
-def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None = None, *,
+def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, object]] | None = None, *,
                          out_dir: Path | None = None, extensions: bool = True) -> list[Path]:
     """Write EvalBench's ``evals.csv``, ``scores.csv``, ``summary.csv`` and ``configs.csv``.
 
@@ -558,12 +561,13 @@ def write_evalbench_csvs(run_dir: Path, records: Iterable[dict[str, Any]] | None
     manifest = read_manifest(run_dir, missing_ok=True)
     summary_json = read_summary(run_dir) or {}
     # Which scorers are metrics: the manifest says so, else summary.json does, else the records tell.
-    metrics: set[str] | None = set(manifest["metric_scorers"]) if "metric_scorers" in manifest else None
+    metrics: set[str] | None = {str(m) for m in seq(manifest["metric_scorers"])} if "metric_scorers" in manifest else None
     order: list[tuple[str, str]] = []
     if summary_json.get("scorers"):
+        scorers = obj_items(summary_json["scorers"])
         if metrics is None:
-            metrics = {name for name, phases in summary_json["scorers"].items() if any("mean" in t for t in phases.values())}
-        order = [(name, phase) for name, phases in summary_json["scorers"].items() for phase in phases]
+            metrics = {name for name, phases in scorers if any("mean" in obj(t) for t in phases.values())}
+        order = [(name, phase) for name, phases in scorers for phase in phases]
     writer = EvalbenchCsvWriter(Path(out_dir) if out_dir is not None else run_dir, manifest, metrics=metrics,
                                 order=order, extensions=extensions)
     try:

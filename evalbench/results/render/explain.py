@@ -15,13 +15,14 @@ import difflib
 import json
 import os
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from evalbench.core.errors import EvalbenchError
 from evalbench.core.terminal import escape
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.reader import read_journal
+from evalbench.results.render._json import maybe_number, maybe_obj, number, obj, objs, seq
 from evalbench.results.render.sqldiff import sql_diff
 from evalbench.results.summary.cost import usd
 from evalbench.results.summary.taxonomy import diagnose
@@ -37,7 +38,7 @@ class RecordNotFoundError(EvalbenchError):
     exit_code = 2
 
 
-def find_record(run_dir: Path | str, item_id: str) -> dict[str, Any]:
+def find_record(run_dir: Path | str, item_id: str) -> dict[str, object]:
     """The journal record of ``item_id`` in the run at ``run_dir`` (the first, if several).
 
     Raises :class:`RecordNotFoundError` naming a few close item ids when it is not there."""
@@ -59,7 +60,7 @@ def find_record(run_dir: Path | str, item_id: str) -> dict[str, Any]:
     raise RecordNotFoundError(f"item {item_id!r} is not in {journal} ({len(seen)} conversation(s)){hint}")
 
 
-def render_explanation(record: dict[str, Any], *, width: int = 100, primary: str | None = None) -> str:
+def render_explanation(record: dict[str, object], *, width: int = 100, primary: str | None = None) -> str:
     """The conversation of ``record`` as text, about ``width`` characters wide."""
     width = max(width, 40)
     out: list[str] = []
@@ -73,8 +74,8 @@ def render_explanation(record: dict[str, Any], *, width: int = 100, primary: str
     outcome = f"Outcome: {record.get('outcome')}" + (f" ({_one_line(record['error'])})" if record.get("error") else "")
     outcome += f" · reward {record.get('reward')} · leaking vuser replies {record.get('leaks', 0)} · seed {record.get('seed')}"
     out.extend(_wrap(outcome, width, ""))
-    turns = record.get("turns") or []
-    for phase in record.get("phases") or []:
+    turns = objs(record.get("turns"))
+    for phase in objs(record.get("phases")):
         name = phase.get("phase")
         out.append("")
         out.append(_rule(f" {name} phase ", width))
@@ -101,7 +102,7 @@ def render_explanation(record: dict[str, Any], *, width: int = 100, primary: str
     return "\n".join(out) + "\n"
 
 
-def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True, sql: bool = True) -> list[str]:
+def phase_lines(phase: Mapping[str, object], *, width: int = 100, preview: bool = True, sql: bool = True) -> list[str]:
     """A phase's outcome, final SQL (``sql``), generated vs golden results (with their preview
     rows when ``preview``) and scores, as text lines (shared with the JUnit report)."""
     out = []
@@ -112,9 +113,9 @@ def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True
     out.extend(_wrap(status, width, ""))
     if phase.get("error"):
         out.extend(_wrap(f"error: {_one_line(phase['error'])}", width, "  "))
-    for number, attempt in enumerate(phase.get("attempts") or [], 1):
-        verdicts = ", ".join(f"{k} {_verdict(v)}" for k, v in (attempt.get("scores") or {}).items())
-        out.append(f"  earlier attempt {number}: {verdicts}")
+    for position, attempt in enumerate(objs(phase.get("attempts")), 1):
+        verdicts = ", ".join(f"{k} {_verdict(v)}" for k, v in obj(attempt.get("scores")).items())
+        out.append(f"  earlier attempt {position}: {verdicts}")
         out.extend(_block(attempt.get("sql") or "(no SQL)", width, "    "))
     if sql and phase.get("sql"):
         out.append("  final SQL:")
@@ -125,10 +126,11 @@ def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True
     if phase.get("compared_sql"):
         out.append("  compared as (BIRD-Interact's cleaning):")
         out.extend(_block(phase["compared_sql"], width, "    "))
-    out.extend(_wrap("generated: " + _result_head(phase.get("generated")), width, "  ", "      "))
-    if preview and phase.get("generated"):
-        out.extend(_table(phase["generated"], width, "    "))
-    goldens = phase.get("golden") or []
+    generated = maybe_obj(phase.get("generated"))
+    out.extend(_wrap("generated: " + _result_head(generated), width, "  ", "      "))
+    if preview and generated:
+        out.extend(_table(generated, width, "    "))
+    goldens = [maybe_obj(golden) for golden in seq(phase.get("golden"))]
     for index, golden in enumerate(goldens, 1):
         label = "golden" if len(goldens) == 1 else f"golden {index}"
         out.extend(_wrap(f"{label}: " + _result_head(golden), width, "  ", "      "))
@@ -136,7 +138,7 @@ def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True
             out.extend(_table(golden, width, "    "))
     if not goldens:
         out.append("  golden: not executed")
-    scores = phase.get("scores") or {}
+    scores = {name: obj(score) for name, score in obj(phase.get("scores")).items()}
     if scores:
         out.append("  scores:")
         name_width = max(len(n) for n in scores)
@@ -147,7 +149,7 @@ def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True
                 value = "pass" if score["passed"] else "FAIL"
             else:
                 value = _number(score.get("value"))
-            flags = f" [{', '.join(score['flags'])}]" if score.get("flags") else ""
+            flags = f" [{', '.join(map(str, seq(score['flags'])))}]" if score.get("flags") else ""
             line = f"{name.ljust(name_width)}  {value:<5} {_one_line(str(score.get('detail') or ''))}{flags}"
             out.extend(_wrap(line, width, "    ", " " * (name_width + 12)))
     return out
@@ -156,9 +158,9 @@ def phase_lines(phase: dict[str, Any], *, width: int = 100, preview: bool = True
 # --------------------------------------------------------------------------- pieces
 
 
-def _diff_lines(phase: dict[str, Any], width: int) -> list[str]:
+def _diff_lines(phase: Mapping[str, object], width: int) -> list[str]:
     """The first golden SQL against the final SQL, wdiff style: ``[-golden only-]{+generated only+}``."""
-    golden = phase.get("golden_sql") or []
+    golden = seq(phase.get("golden_sql"))
     sql = phase.get("sql")
     diff = sql_diff(golden[0] if golden and isinstance(golden[0], str) else None, sql if isinstance(sql, str) else None)
     if diff is None:
@@ -168,21 +170,22 @@ def _diff_lines(phase: dict[str, Any], width: int) -> list[str]:
 
 
 
-def _turn_lines(turn: dict[str, Any], following: dict[str, Any] | None, width: int) -> list[str]:
-    out = [f"  Turn {int(turn.get('index', 0)) + 1} · {turn.get('user_role')}:"]
+def _turn_lines(turn: dict[str, object], following: dict[str, object] | None, width: int) -> list[str]:
+    index = turn.get("index", 0)
+    out = [f"  Turn {int(index if isinstance(index, (int, float, str)) else 0) + 1} · {turn.get('user_role')}:"]
     out.extend(_wrap(_clip(str(turn.get("user_text") or "")), width, "    "))
-    reply = turn.get("reply")
+    reply = maybe_obj(turn.get("reply"))
     if reply is None:
         out.append("    agent: no reply (the conversation ended first)")
     else:
         head = f"    agent → {reply.get('kind')} ({_seconds(reply.get('latency_s'))}"
-        usage = reply.get("usage") or {}
+        usage = obj(reply.get("usage"))
         if usage.get("total"):
             head += f", {usage['total']} tokens"
         out.append(head + ")")
         if reply.get("text"):
             out.extend(_wrap(_clip(str(reply["text"])), width, "      "))
-        for call in reply.get("tool_calls") or []:
+        for call in objs(reply.get("tool_calls")):
             args = json.dumps(call.get("args") or {}, ensure_ascii=False, default=str)
             line = f"tool call {call.get('name')}({args})"
             if call.get("outcome"):  # run by the harness: how it went, how long, how much it returned
@@ -196,7 +199,7 @@ def _turn_lines(turn: dict[str, Any], following: dict[str, Any] | None, width: i
         if reply.get("error"):
             kind = f" [{reply['error_kind']}]" if reply.get("error_kind") else ""
             out.extend(_wrap(f"error{kind}: {_one_line(reply['error'])}", width, "      "))
-    vuser = turn.get("vuser")
+    vuser = obj(turn.get("vuser"))
     if vuser:
         action = vuser.get("action") or "no action"
         out.append(f"    virtual user → {action}")
@@ -205,19 +208,19 @@ def _turn_lines(turn: dict[str, Any], following: dict[str, Any] | None, width: i
         answered = following is not None and following.get("user_role") == "vuser"
         if vuser.get("text") and not answered:  # else its text opens the next turn
             out.extend(_wrap(_clip(str(vuser["text"])), width, "      "))
-        audit = vuser.get("audit") or {}
-        for leak in audit.get("leaks") or []:
+        audit = obj(vuser.get("audit"))
+        for leak in seq(audit.get("leaks")):
             out.extend(_wrap(f"LEAK: {leak}", width, "      "))
         if audit.get("regenerated"):
-            out.extend(_wrap(f"(regenerated after leaking: {'; '.join(audit.get('first_leaks') or [])})", width, "      "))
+            out.extend(_wrap(f"(regenerated after leaking: {'; '.join(map(str, seq(audit.get('first_leaks'))))})", width, "      "))
     return out
 
 
-def _result_head(result: dict[str, Any] | None) -> str:
+def _result_head(result: Mapping[str, object] | None) -> str:
     if result is None:
         return "not executed"
     head = f"{result.get('row_count')} row(s){'+ (truncated at the row cap)' if result.get('truncated') else ''}"
-    columns = result.get("columns") or []
+    columns = seq(result.get("columns"))
     head += f" × {len(columns)} column(s)"
     if columns:
         head += " (" + ", ".join(str(c) for c in columns[:8]) + (", ..." if len(columns) > 8 else "") + ")"
@@ -228,11 +231,11 @@ def _result_head(result: dict[str, Any] | None) -> str:
     return head
 
 
-def _table(result: dict[str, Any], width: int, indent: str) -> list[str]:
-    rows = result.get("preview") or []
+def _table(result: Mapping[str, object], width: int, indent: str) -> list[str]:
+    rows = [row for row in seq(result.get("preview")) if isinstance(row, list)]
     if not rows:
         return []
-    columns = [str(c) for c in result.get("columns") or []]
+    columns = [str(c) for c in seq(result.get("columns"))]
     count = max(len(columns), *(len(r) for r in rows))
     header = columns + [""] * (count - len(columns))
     cells = [[_cell(v) for v in list(row) + [""] * (count - len(row))] for row in rows]
@@ -243,13 +246,13 @@ def _table(result: dict[str, Any], width: int, indent: str) -> list[str]:
         lines.append(line if len(line) <= width else line[: width - 1] + "…")
     separator = indent + "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     lines.insert(1, separator if len(separator) <= width else separator[:width])
-    more = int(result.get("row_count") or 0) - len(rows)
+    more = int(number(result.get("row_count"))) - len(rows)
     if more > 0:
         lines.append(f"{indent}… {more} more row(s) not kept in the journal")
     return lines
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "NULL"
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
@@ -260,46 +263,48 @@ def _clip_cell(text: str) -> str:
     return text if len(text) <= CELL else text[: CELL - 1] + "…"
 
 
-def _timings(record: dict[str, Any]) -> str:
+def _timings(record: dict[str, object]) -> str:
     parts = [f"Timings: conversation {_seconds(record.get('elapsed_s'))}"]
-    stages = record.get("stage_seconds") or {}
+    stages = obj(record.get("stage_seconds"))
     if stages:
         parts.append("stages " + ", ".join(f"{k} {_seconds(v)}" for k, v in stages.items()))
-    replies = [t["reply"] for t in record.get("turns") or [] if t.get("reply")]
+    replies = [obj(t["reply"]) for t in objs(record.get("turns")) if t.get("reply")]
     if replies:
-        total = sum(float(r.get("latency_s") or 0) for r in replies)
+        total = sum(float(number(r.get("latency_s"))) for r in replies)
         parts.append(f"agent {_seconds(total)} over {len(replies)} call(s)")
-    tokens = record.get("tokens") or {}
+    tokens = obj(record.get("tokens"))
     if tokens.get("total") or tokens.get("prompt") or tokens.get("completion"):
         parts.append(f"tokens {tokens.get('prompt', 0)} prompt + {tokens.get('completion', 0)} completion = {tokens.get('total', 0)}")
     return " · ".join(parts)
 
 
-def _cost(record: dict[str, Any]) -> str:
+def _cost(record: dict[str, object]) -> str:
     """The conversation's model calls per role and what they cost (the journal's ``usage``)."""
-    parts = [f"Cost: {usd(record.get('cost_usd'))}"]
-    for role, entry in record["usage"].items():
+    parts = [f"Cost: {usd(maybe_number(record.get('cost_usd')))}"]
+    for role, entry in obj(record["usage"]).items():
         if isinstance(entry, dict) and (entry.get("calls") or entry.get("total")):
             model = f" {entry['model']}" if entry.get("model") else ""
-            parts.append(f"{role}{model} {usd(entry.get('cost_usd'))} ({entry.get('total', 0)} tokens, {entry.get('calls', 0)} "
+            parts.append(f"{role}{model} {usd(maybe_number(entry.get('cost_usd')))} ({entry.get('total', 0)} tokens, {entry.get('calls', 0)} "
                          f"call(s){', replayed' if entry.get('replayed') else ''})")
     return " · ".join(parts)
 
 
-def _seconds(value: Any) -> str:
+def _seconds(value: object) -> str:
+    if not isinstance(value, (int, float, str)):  # null, or not a number: float() would raise TypeError
+        return "? s"
     try:
         return f"{float(value):.3f} s"
     except (TypeError, ValueError):
         return "? s"
 
 
-def _number(value: Any) -> str:
+def _number(value: object) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return "—" if value is None else str(value)
 
 
-def _verdict(passed: Any) -> str:
+def _verdict(passed: object) -> str:
     return "pass" if passed is True else "FAIL" if passed is False else "—"
 
 
@@ -307,7 +312,7 @@ def _rule(title: str, width: int) -> str:
     return "──" + title + "─" * max(0, width - len(title) - 2)
 
 
-def _one_line(text: Any) -> str:
+def _one_line(text: object) -> str:
     return _clip(" ".join(str(text).split()), 500)
 
 
@@ -327,7 +332,7 @@ def _wrap(text: str, width: int, indent: str, hanging: str | None = None) -> lis
     return lines
 
 
-def _block(text: str, width: int, indent: str) -> list[str]:
+def _block(text: object, width: int, indent: str) -> list[str]:
     """SQL or other preformatted text: its own line breaks kept, long lines wrapped."""
     lines: list[str] = []
     for line in escape(_clip(str(text)).rstrip().replace("\r\n", "\n")).split("\n"):

@@ -23,23 +23,27 @@ import math
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from evalbench.core.conversation import Outcome
 from evalbench.results.journal.files import JOURNAL, write_atomic_with
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.shapes import read_manifest, read_summary
+from evalbench.results.render._json import maybe_obj, number, obj, obj_items, objs, seq
 from evalbench.results.render.html_assets import CSS, JS
 from evalbench.results.render.html_page import format_stamp, page_shell
-from evalbench.results.render.sqldiff import sql_diff
+from evalbench.results.render.sqldiff import Segment, sql_diff
 from evalbench.results.render.summary_md import incomplete_note
 from evalbench.results.summary.aggregate import tools_text, verdict_notes
 from evalbench.results.summary.cost import COST_HEADER, cost_lines, cost_rows
 from evalbench.results.summary.rebuild import rebuild_summary
+
+if TYPE_CHECKING:
+    from evalbench.results.summary.taxonomy import Diagnosis
 
 REPORT = "report.html"
 MAX_DETAILS = 20_000  # conversations whose full record is embedded
@@ -47,7 +51,7 @@ MAX_DETAIL_BYTES = 48 * 1024 * 1024  # ... and at most this much JSON of full re
 ROW_TEXT_CHARS = 300  # search text kept for a row whose full record is not embedded
 MAX_SLICE_BARS = 25  # bars per slice chart (the largest values by n)
 
-Diagnose = Callable[..., Any]  # evalbench.results.summary.taxonomy.diagnose(record, primary=None) -> Diagnosis | None
+Diagnose = Callable[[dict[str, object], "str | None"], "Diagnosis | None"]  # evalbench.results.summary.taxonomy.diagnose
 
 
 def render_report(run_dir: Path, *, max_details: int = MAX_DETAILS, max_detail_bytes: int = MAX_DETAIL_BYTES) -> str:
@@ -67,7 +71,7 @@ def write_report(run_dir: Path, *, max_details: int = MAX_DETAILS, max_detail_by
 
 
 @contextlib.contextmanager
-def _from_run_dir(run_dir: Path, max_details: int, max_detail_bytes: int) -> Iterator[tuple[ReportBuilder, dict[str, Any], dict[str, Any], bool]]:
+def _from_run_dir(run_dir: Path, max_details: int, max_detail_bytes: int) -> Iterator[tuple[ReportBuilder, dict[str, object], dict[str, object], bool]]:
     if not (run_dir / JOURNAL).is_file():
         raise FileNotFoundError(f"{run_dir} has no {JOURNAL}: not a run directory")
     manifest = read_manifest(run_dir, missing_ok=True)
@@ -101,10 +105,11 @@ class ReportBuilder:
         # per embedded conversation, each phase's golden/generated SQL diff (sqldiff.py), or null
         self.diffs = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")  # noqa: SIM115
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, object]) -> None:
         diagnosis = _diagnosis(record, self.diagnose)
-        if diagnosis.get("dk"):
-            self.diagnosed[diagnosis["dk"]] += 1
+        kind = diagnosis.get("dk")
+        if kind:
+            self.diagnosed[str(kind)] += 1
         row = _row(record, self.total + 1, diagnosis)  # its line in the journal
         detail = diffs = "null"
         if self.embedded < self.max_details and self.detail_bytes < self.max_detail_bytes:
@@ -120,16 +125,17 @@ class ReportBuilder:
         self.diffs.write(separator + diffs)
         self.total += 1
 
-    def write(self, out: TextIO, run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], *,
+    def write(self, out: TextIO, run_dir: Path, manifest: Mapping[str, object], summary: dict[str, object], *,
               recomputed: bool = False) -> None:
-        primary: str | None = summary.get("primary_scorer")
+        primary_scorer = summary.get("primary_scorer")
+        primary = primary_scorer if isinstance(primary_scorer, str) else None  # a scorer's name, or null
         detail_note = (
             f"the report embeds the full record of the first {self.embedded:,} of {self.total:,} conversations "
             f"(limits: {self.max_details:,} conversations, {self.max_detail_bytes // (1024 * 1024):,} MiB of records)."
         )
-        meta = {"run_id": summary.get("run_id") or manifest.get("run_id") or run_dir.name, "primary": primary,
+        meta: dict[str, object] = {"run_id": summary.get("run_id") or manifest.get("run_id") or run_dir.name, "primary": primary,
                 "total": self.total, "embedded": self.embedded, "detail_note": detail_note}
-        taxonomy = summary.get("taxonomy") or dict(self.diagnosed)
+        taxonomy = obj(summary.get("taxonomy")) or dict(self.diagnosed)
         notices = _notices(summary, recomputed, self.total, self.embedded, detail_note)
         body = "\n".join([
             _header(manifest, summary, run_dir),
@@ -155,7 +161,7 @@ class ReportBuilder:
         out.write("]}")
         out.write(tail)
 
-    def commit(self, run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], *, recomputed: bool = False) -> Path:
+    def commit(self, run_dir: Path, manifest: Mapping[str, object], summary: dict[str, object], *, recomputed: bool = False) -> Path:
         """Write ``run_dir/report.html`` atomically; its path."""
         return write_atomic_with(run_dir / REPORT, lambda out: self.write(out, run_dir, manifest, summary, recomputed=recomputed))
 
@@ -176,11 +182,11 @@ def _load_diagnose() -> Diagnose | None:
     return diagnose
 
 
-def _enum_value(value: Any) -> Any:
+def _enum_value(value: object) -> object:
     return getattr(value, "value", value)
 
 
-def _diagnosis(record: dict[str, Any], diagnose: Diagnose | None) -> dict[str, Any]:
+def _diagnosis(record: dict[str, object], diagnose: Diagnose | None) -> dict[str, object]:
     """``dk`` (kind), ``dp`` (phase), ``dm`` (message) of a conversation that did not pass."""
     if diagnose is not None:
         # the record's own verdicts (each phase's primary scorer), as summary.json's taxonomy
@@ -191,24 +197,25 @@ def _diagnosis(record: dict[str, Any], diagnose: Diagnose | None) -> dict[str, A
     # Without the taxonomy: the conversation's error, else the first failed verdict's detail.
     if record.get("error"):
         return {"dm": record["error"]}
-    for phase in record["phases"]:
+    for phase in objs(record["phases"]):
         scorer, verdict = _phase_verdict(phase)
         if verdict is False:
-            score = phase["scores"].get(scorer or "") or {}
+            score = obj(obj(phase["scores"]).get(scorer or ""))
             return {"dp": phase["phase"], "dm": phase.get("error") or score.get("detail") or "failed"}
     return {}
 
 
-def _phase_verdict(phase: dict[str, Any]) -> tuple[str | None, bool | None]:
+def _phase_verdict(phase: Mapping[str, object]) -> tuple[str | None, bool | None]:
     """(scorer, verdict) of a phase: its primary scorer's verdict (recorded since the phase
     records carry ``primary``; else the first applicable pass/fail score). A phase that ended
     early fails; None: no verdict applies."""
     if "primary" in phase:
-        scorer: str | None = phase["primary"]
+        primary = phase["primary"]
+        scorer: str | None = primary if isinstance(primary, str) else None  # a scorer's name, or null
         verdict = bool(phase.get("passed")) if scorer else None
     else:
         scorer, verdict = None, None
-        for name, score in (phase.get("scores") or {}).items():
+        for name, score in obj_items(phase.get("scores")):
             if score.get("applicable", True) and score.get("passed") is not None:
                 scorer, verdict = name, bool(score["passed"])
                 break
@@ -217,56 +224,57 @@ def _phase_verdict(phase: dict[str, Any]) -> tuple[str | None, bool | None]:
     return scorer, verdict
 
 
-def _row(record: dict[str, Any], line: int, diagnosis: dict[str, Any]) -> dict[str, Any]:
-    verdicts = [[phase["phase"], *_phase_verdict(phase)] for phase in record["phases"]]
+def _row(record: dict[str, object], line: int, diagnosis: dict[str, object]) -> dict[str, object]:
+    verdicts = [[phase["phase"], *_phase_verdict(phase)] for phase in objs(record["phases"])]
     judged = [v for _, _, v in verdicts if v is not None]
     # pass: scored and every phase's verdict passed (the taxonomy's "passed"); n/a: no verdict applied
     failed = bool(diagnosis) or record.get("outcome") != Outcome.SCORED.value or False in judged
-    return {
+    row: dict[str, object] = {
         "id": record["item_id"], "db": record.get("database"), "dialect": record.get("dialect"),
         "cat": record.get("category"), "diff": record.get("difficulty"), "amb": record.get("ambiguous"),
         "fu": record.get("has_follow_up", False), "outcome": record.get("outcome"), "v": verdicts,
-        "pass": "fail" if failed else "pass" if judged else "n/a", "turns": len(record.get("turns") or []),
+        "pass": "fail" if failed else "pass" if judged else "n/a", "turns": len(seq(record.get("turns"))),
         "reward": record.get("reward"), "elapsed": record.get("elapsed_s"), "line": line,
-    } | ({"trial": trial_of(record)} if trial_of(record) > 1 else {}) | diagnosis
+    }
+    return row | ({"trial": trial_of(record)} if trial_of(record) > 1 else {}) | diagnosis
 
 
-def _search_text(record: dict[str, Any]) -> str:
+def _search_text(record: dict[str, object]) -> str:
     """What the search box matches: item id, the phases' questions and every SQL (as the page's script)."""
-    parts = [record["item_id"]]
-    for phase in record["phases"]:
-        parts += [phase.get("question") or "", phase.get("sql") or ""]
-    for turn in record["turns"]:
-        reply = turn.get("reply") or {}
+    parts = [str(record["item_id"])]  # texts, all of them (str() of a text is the text)
+    for phase in objs(record["phases"]):
+        parts += [str(phase.get("question") or ""), str(phase.get("sql") or "")]
+    for turn in objs(record["turns"]):
+        reply = obj(turn.get("reply"))
         if reply.get("sql"):
-            parts.append(reply["sql"])
+            parts.append(str(reply["sql"]))
     return "\n".join(parts)
 
 
-def _detail(record: dict[str, Any]) -> dict[str, Any]:
+def _detail(record: dict[str, object]) -> dict[str, object]:
     """The record as embedded: raw agent events stay in the journal (they can be large)."""
     turns = []
-    for turn in record.get("turns") or []:
+    for turn in objs(record.get("turns")):
         reply = turn.get("reply")
-        if reply is not None and "raw" in reply:
+        if isinstance(reply, dict) and "raw" in reply:
             turn = turn | {"reply": {k: v for k, v in reply.items() if k != "raw"}}
         turns.append(turn)
     return record | {"turns": turns}
 
 
-def _sql_diffs(record: dict[str, Any]) -> list[Any] | None:
+def _sql_diffs(record: dict[str, object]) -> list[list[Segment] | None] | None:
     """Per phase, its first golden SQL against the agent's final SQL as diff segments
     (:func:`~evalbench.results.render.sqldiff.sql_diff`), or None; None when no phase has one."""
     diffs = []
-    for phase in record.get("phases") or []:
-        golden = phase.get("golden_sql") or []
+    for phase in objs(record.get("phases")):
+        golden = seq(phase.get("golden_sql"))
         sql = phase.get("sql")
         diffs.append(sql_diff(golden[0] if golden and isinstance(golden[0], str) else None,
                               sql if isinstance(sql, str) else None))
     return diffs if any(d is not None for d in diffs) else None
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
@@ -276,7 +284,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     """JSON safe inside a <script> element: no ``<`` at all (so no ``</script`` or ``<!--``), no NaN."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str)
@@ -288,17 +296,18 @@ def _dumps(value: Any) -> str:
 # --------------------------------------------------------------------------- formatting
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("—" if value is None or value == "" else str(value), quote=True)
 
 
-def _pct(rate: float | None) -> str:
-    return "—" if rate is None else f"{100 * rate:.1f}%"
+def _pct(rate: object) -> str:
+    return "—" if rate is None else f"{100 * number(rate):.1f}%"
 
 
-def _secs(seconds: float | None) -> str:
-    if seconds is None:
+def _secs(value: object) -> str:
+    if value is None:
         return "—"
+    seconds = number(value)
     if seconds < 1:
         return f"{1000 * seconds:.0f} ms"
     if seconds < 120:
@@ -306,18 +315,19 @@ def _secs(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def _when(stamp: str | None) -> str:
-    return format_stamp(stamp, "%Y-%m-%d %H:%M:%S", " UTC")
+def _when(stamp: object) -> str:
+    return format_stamp(stamp if isinstance(stamp, str) else None, "%Y-%m-%d %H:%M:%S", " UTC")
 
 
-def _ci(tally: dict[str, Any]) -> str:
+def _ci(tally: Mapping[str, object]) -> str:
     ci = tally.get("ci")
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or None in ci:
         return ""
     return f'<span class="ci">95% CI {_pct(ci[0])} – {_pct(ci[1])}</span>'
 
 
-def _participant(described: dict[str, Any] | None, key: str) -> str:
+def _participant(value: object, key: str) -> str:
+    described = obj(value)
     if not described:
         return "—"
     name = str(described.get(key) or "—")
@@ -334,10 +344,10 @@ def _page(run_id: str, body: str) -> tuple[str, str]:
     return head + '<script type="application/json" id="evalbench-data">', "</script>\n" + tail
 
 
-def _header(manifest: dict[str, Any], summary: dict[str, Any], run_dir: Path) -> str:
+def _header(manifest: Mapping[str, object], summary: Mapping[str, object], run_dir: Path) -> str:
     run_id = summary.get("run_id") or manifest.get("run_id") or run_dir.name
-    dataset = manifest.get("dataset") or summary.get("dataset") or {}
-    dataset_text = dataset.get("path") or "—"
+    dataset = obj(manifest.get("dataset") or summary.get("dataset"))
+    dataset_text = str(dataset.get("path") or "—")
     if dataset.get("items") is not None:
         dataset_text += f" ({dataset['items']} items"
         dataset_text += f", {dataset['format']})" if dataset.get("format") else ")"
@@ -353,7 +363,7 @@ def _header(manifest: dict[str, Any], summary: dict[str, Any], run_dir: Path) ->
         ("Conversations / s", f"{rate:,.1f}" if isinstance(rate, (int, float)) else None),
         ("Conversations", f"{summary.get('total_items', 0):,}"),
         ("Seed", manifest.get("seed")),
-        ("evalbench", (manifest.get("evalbench_version") or "—") + (f" · {git_sha[:10]}" if git_sha else "")),
+        ("evalbench", str(manifest.get("evalbench_version") or "—") + (f" · {str(git_sha)[:10]}" if git_sha else "")),
     ]
     meta = "".join(f"<div><dt>{_e(k)}</dt><dd>{_e(v)}</dd></div>" for k, v in fields)
     return (
@@ -367,7 +377,7 @@ def _header(manifest: dict[str, Any], summary: dict[str, Any], run_dir: Path) ->
     )
 
 
-def _notices(summary: dict[str, Any], recomputed: bool, total: int, embedded: int, detail_note: str) -> list[str]:
+def _notices(summary: dict[str, object], recomputed: bool, total: int, embedded: int, detail_note: str) -> list[str]:
     out = []
     if recomputed:
         out.append('<div class="notice">summary.json is missing (the run did not finish): '
@@ -378,12 +388,12 @@ def _notices(summary: dict[str, Any], recomputed: bool, total: int, embedded: in
     if incomplete:
         out.append(f'<div class="notice bad">{_e(incomplete[0].upper() + incomplete[1:])}. '
                    "Its rates cover only the conversations in the journal (summary.json: completeness).</div>")
-    errors = summary.get("record_errors") or []
-    if errors or (summary.get("dataset") or {}).get("record_errors"):
-        count = len(errors) or summary["dataset"]["record_errors"]
+    errors = seq(summary.get("record_errors"))
+    if errors or obj(summary.get("dataset")).get("record_errors"):
+        count = len(errors) or obj(summary["dataset"])["record_errors"]
         out.append(f'<div class="notice bad">{count} dataset record(s) could not be loaded and were not run '
                    "(summary.json: record_errors).</div>")
-    for key, info in (summary.get("databases") or {}).items():
+    for key, info in obj(summary.get("databases")).items():
         if isinstance(info, dict) and info.get("error"):
             out.append(f'<div class="notice bad">Database {_e(key)}: setup failed: {_e(info["error"])}</div>')
         elif isinstance(info, dict) and info.get("warning"):
@@ -401,17 +411,18 @@ def _card(label: str, value: str, sub: str = "") -> str:
     return f'<div class="card"><div class="k">{_e(label)}</div><div class="v">{_e(value)}</div><div class="s">{sub}</div></div>'
 
 
-def _summary_section(summary: dict[str, Any], primary: str | None, taxonomy: dict[str, Any], from_summary: bool) -> str:
-    total = summary.get("total_items", 0)
-    outcomes: dict[str, int] = summary.get("outcomes") or {}
-    conv = summary.get("conversation") or {}
+def _summary_section(summary: dict[str, object], primary: str | None, taxonomy: Mapping[str, object], from_summary: bool) -> str:
+    total_items = summary.get("total_items", 0)
+    total = total_items if isinstance(total_items, int) else 0  # a count
+    outcomes = {name: count for name, count in obj(summary.get("outcomes")).items() if isinstance(count, int)}  # counts
+    conv = obj(summary.get("conversation"))
     cards = []
-    success = summary.get("success")  # each phase's own verdict, over every conversation
+    success = obj_items(summary.get("success"))  # each phase's own verdict, over every conversation
     if success:
-        rates = [(f"Success · {phase.replace('_', '-')}", tally, tally.get("total", 0)) for phase, tally in success.items()]
+        rates = [(f"Success · {phase.replace('_', '-')}", tally, tally.get("total", 0)) for phase, tally in success]
     else:
         rates = [(f"{primary} · {phase.replace('_', '-')}", tally, tally.get("applicable", 0))
-                 for phase, tally in ((summary.get("scorers") or {}).get(primary or "") or {}).items() if "rate" in tally]
+                 for phase, tally in obj_items(obj(summary.get("scorers")).get(primary or "")) if "rate" in tally]
     for label, tally, denominator in rates:
         ci = _ci(tally)
         cards.append(_card(label, _pct(tally.get("rate")), _e(f"{tally.get('passed', 0):,}/{denominator:,} passed")
@@ -432,20 +443,20 @@ def _summary_section(summary: dict[str, Any], primary: str | None, taxonomy: dic
         f'<div class="panel wide"><h3>Scorers</h3>{_scorer_table(summary)}</div>'
         f'<div class="panel"><h3>Outcomes</h3>{_outcome_chart(outcomes, total)}</div>'
         f'<div class="panel"><h3>Conversation statistics</h3>{_conversation_stats(conv, summary.get("infra_errors"))}</div>'
-        + _cost_panel(summary.get("cost"))
+        + _cost_panel(maybe_obj(summary.get("cost")))
         + (f'<div class="panel"><h3>Failure taxonomy</h3>{_taxonomy_chart(taxonomy, from_summary)}</div>' if taxonomy else "")
         + "</div></section>"
     )
 
 
-def _scorer_table(summary: dict[str, Any]) -> str:
+def _scorer_table(summary: Mapping[str, object]) -> str:
     rows = []
-    for name, phases in (summary.get("scorers") or {}).items():
-        for phase, tally in phases.items():
-            flags = ", ".join(f"{k} {v}" for k, v in (tally.get("flags") or {}).items())
+    for name, phases in obj_items(summary.get("scorers")):
+        for phase, tally in obj_items(phases):
+            flags = ", ".join(f"{k} {v}" for k, v in obj(tally.get("flags")).items())
             if "rate" in tally:
                 rate = tally["rate"]
-                meter = (f'<span class="meter" aria-hidden="true"><span style="width:{100 * rate:.1f}%"></span></span>'
+                meter = (f'<span class="meter" aria-hidden="true"><span style="width:{100 * number(rate):.1f}%"></span></span>'
                          if rate is not None else "")
                 score = f"{meter}{_pct(rate)}"
                 ci = _ci(tally)
@@ -467,7 +478,7 @@ def _scorer_table(summary: dict[str, Any]) -> str:
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _cost_panel(cost: dict[str, Any] | None) -> str:
+def _cost_panel(cost: dict[str, object] | None) -> str:
     """Tokens and USD per role (the agent, the virtual user, each judge), with the caveats
     (unknown prices, unreported usage, replayed roles); nothing for a summary without a cost."""
     rows = cost_rows(cost)
@@ -486,11 +497,11 @@ def _cost_panel(cost: dict[str, Any] | None) -> str:
             f"<tbody>{body}</tbody></table>{notes}</div>")
 
 
-def _conversation_stats(conv: dict[str, Any], infra: int | None) -> str:
+def _conversation_stats(conv: Mapping[str, object], infra: object) -> str:
     if not conv:
         return '<p class="empty">No statistics.</p>'
-    tokens = conv.get("tokens") or {}
-    actions = ", ".join(f"{k} {v:,}" for k, v in sorted((conv.get("vuser_actions") or {}).items()))
+    tokens = obj(conv.get("tokens"))
+    actions = ", ".join(f"{k} {v:,}" for k, v in sorted(obj(conv.get("vuser_actions")).items()))
     latency = conv.get("mean_agent_latency_s")
     stats = [
         ("Turns", f"{conv.get('turns', 0):,} (mean {conv.get('mean_turns')})"),
@@ -505,7 +516,7 @@ def _conversation_stats(conv: dict[str, Any], infra: int | None) -> str:
         ("Mean reward", conv.get("mean_reward")),
     ]
     if conv.get("tools"):
-        stats.insert(5, ("Discovery tools", tools_text(conv["tools"])))
+        stats.insert(5, ("Discovery tools", tools_text(obj(conv["tools"]))))
     if infra is not None:  # db_error + vuser_error outcomes
         stats.insert(-1, ("Infrastructure errors", f"{infra:,}"))
     return '<dl class="stats">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in stats) + "</dl>"
@@ -562,7 +573,7 @@ def _outcome_chart(outcomes: dict[str, int], total: int) -> str:
     return _svg_bars(bars, "Conversations by outcome")
 
 
-def _taxonomy_chart(taxonomy: dict[str, Any], from_summary: bool) -> str:
+def _taxonomy_chart(taxonomy: Mapping[str, object], from_summary: bool) -> str:
     counts: list[tuple[str, int]] = []
     for kind, value in taxonomy.items():
         count = value.get("count") if isinstance(value, dict) else value
@@ -582,12 +593,12 @@ def _taxonomy_chart(taxonomy: dict[str, Any], from_summary: bool) -> str:
 _DIFFICULTY_RANK = {name: i for i, name in enumerate(["simple", "easy", "moderate", "medium", "challenging", "hard", "extra"])}
 
 
-def _slice_values(key: str, values: dict[str, dict[str, Any]]) -> Iterable[tuple[str, dict[str, Any]]]:
-    items = list(values.items())
+def _slice_values(key: str, values: Mapping[str, object]) -> Iterable[tuple[str, dict[str, object]]]:
+    items = obj_items(values)
     if key == "difficulty":
         items.sort(key=lambda kv: (_DIFFICULTY_RANK.get(kv[0].lower(), 99), kv[0]))
     if len(items) > MAX_SLICE_BARS:
-        items = sorted(items, key=lambda kv: -kv[1].get("total", 0))[:MAX_SLICE_BARS]
+        items = sorted(items, key=lambda kv: -number(kv[1].get("total", 0)))[:MAX_SLICE_BARS]
     return items
 
 
@@ -599,10 +610,9 @@ def _slice_label(key: str, value: str) -> str:
     return value
 
 
-def _slices_section(summary: dict[str, Any]) -> str:
-    slices: dict[str, dict[str, dict[str, Any]]] = summary.get("slices") or {}
+def _slices_section(summary: Mapping[str, object]) -> str:
     panels = []
-    for key, values in slices.items():
+    for key, values in obj_items(summary.get("slices")):
         bars = []
         for value, tally in _slice_values(key, values):
             rate = tally.get("rate")
@@ -612,7 +622,7 @@ def _slices_section(summary: dict[str, Any]) -> str:
             tip = f"{_slice_label(key, value)}: {_pct(rate)} ({tally.get('passed', 0):,}/{tally.get('total', 0):,} passed)"
             if ci_pair:
                 tip += f", 95% CI {_pct(ci_pair[0])} – {_pct(ci_pair[1])}"
-            bars.append(_Bar(_slice_label(key, value), rate or 0.0, text, tooltip=tip, ci=ci_pair))
+            bars.append(_Bar(_slice_label(key, value), number(rate) or 0.0, text, tooltip=tip, ci=ci_pair))
         more = len(values) - len(bars)
         note = f'<p class="hint">{more:,} more values with fewer conversations are not drawn.</p>' if more > 0 else ""
         panels.append(f'<div class="panel"><h3>By {_e(key.replace("_", " "))}</h3>'

@@ -24,8 +24,9 @@ import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from evalbench.results.render._json import objs
 from evalbench.results.render.explain import phase_lines
 from evalbench.results.summary.taxonomy import diagnose
 
@@ -40,7 +41,7 @@ SKIPPED_OUTCOMES = frozenset({"cancelled", "invalid_item"})  # not a verdict on 
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def render_junit(records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None = None) -> str:
+def render_junit(records: Iterable[dict[str, object]], *, run_id: str, primary: str | None = None) -> str:
     """The JUnit XML document (a string, with its XML declaration) for ``records``."""
     builder = JunitBuilder(primary)
     try:
@@ -53,7 +54,7 @@ def render_junit(records: Iterable[dict[str, Any]], *, run_id: str, primary: str
         builder.close()
 
 
-def write_junit(run_dir: Path, records: Iterable[dict[str, Any]], *, run_id: str, primary: str | None = None) -> Path:
+def write_junit(run_dir: Path, records: Iterable[dict[str, object]], *, run_id: str, primary: str | None = None) -> Path:
     """Write ``run_dir/junit.xml`` (atomically) from ``records``; its path."""
     builder = JunitBuilder(primary)
     try:
@@ -75,7 +76,7 @@ class JunitBuilder:
         self.total_time = 0.0
         self.cases = tempfile.SpooledTemporaryFile(max_size=1 << 22, mode="w+", encoding="utf-8")  # noqa: SIM115 (closed by close())
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, object]) -> None:
         elapsed = _seconds(record.get("elapsed_s"))
         self.total_time += elapsed
         self.counts["tests"] += 1
@@ -109,7 +110,7 @@ class JunitBuilder:
         self.cases.close()
 
 
-def _case_name(record: dict[str, Any]) -> str:
+def _case_name(record: dict[str, object]) -> str:
     """The item id; a repeated trial (``trials: k``) adds `` (trial N)`` so test names stay unique."""
     from evalbench.results.journal.lines import trial_of
 
@@ -117,7 +118,7 @@ def _case_name(record: dict[str, Any]) -> str:
     return str(record.get("item_id")) + (f" (trial {trial})" if trial > 1 else "")
 
 
-def _testcase(record: dict[str, Any], elapsed: float, primary: str | None, counts: dict[str, int]) -> ET.Element:
+def _testcase(record: dict[str, object], elapsed: float, primary: str | None, counts: dict[str, int]) -> ET.Element:
     case = ET.Element("testcase", classname=_xml(f"evalbench.{record.get('database')}"),
                       name=_xml(_case_name(record)), time=f"{elapsed:.3f}")
     outcome = str(record.get("outcome"))
@@ -136,12 +137,12 @@ def _testcase(record: dict[str, Any], elapsed: float, primary: str | None, count
     return case
 
 
-def _details(record: dict[str, Any], phase: str) -> str:
+def _details(record: dict[str, object], phase: str) -> str:
     lines = [f"item {record.get('item_id')} ({record.get('dialect')}/{record.get('database')}), "
              f"outcome {record.get('outcome')}, diagnosed phase {phase}"]
     if record.get("error"):
         lines.append(f"error: {record['error']}")
-    for phase_record in record.get("phases") or []:
+    for phase_record in objs(record.get("phases")):
         lines.append("")
         lines.extend(phase_lines(phase_record, width=120, preview=False))
     return "\n".join(lines) + "\n"
@@ -152,7 +153,9 @@ def _xml(text: str) -> str:
     return _ILLEGAL_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _seconds(value: Any) -> float:
+def _seconds(value: object) -> float:
+    if not isinstance(value, (int, float, str)):  # null, or not a number: float() would raise TypeError
+        return 0.0
     try:
         return max(0.0, float(value))
     except (TypeError, ValueError):

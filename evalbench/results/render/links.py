@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from evalbench.results.journal.lines import trial_of
@@ -18,7 +17,7 @@ REPORT = "report.html"
 _SAFE = "-_.!~*'()"  # what encodeURIComponent leaves as it is, besides letters and digits
 
 
-def conversation_anchor(record: dict[str, Any]) -> str:
+def conversation_anchor(record: dict[str, object]) -> str:
     """The fragment (without ``#``) that opens ``record``'s conversation in report.html."""
     anchor = quote(str(record.get("item_id")), safe=_SAFE)
     trial = trial_of(record)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Protocol, TextIO
 
 from evalbench.results.gates import GateResult
 from evalbench.results.journal.csvsafe import safe_row
@@ -21,12 +21,13 @@ from evalbench.results.journal.reader import JournalStats, read_journal
 from evalbench.results.journal.record import clean_text, clean_value
 from evalbench.results.journal.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
 from evalbench.results.journal.shapes import read_manifest
+from evalbench.results.render._json import number, obj, obj_items, seq
 from evalbench.results.render.summary_md import render_summary_markdown
 from evalbench.results.schema import Summary, check_written
 from evalbench.results.summary.rebuild import completeness, rebuild_summary
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> str:
     return clean_text(str(value))
 
 
@@ -35,25 +36,25 @@ class ReportSet:
     at its end) and committed once with the summary. Not thread-safe: the run writer calls
     :meth:`add` under its lock."""
 
-    def __init__(self, run_dir: Path, manifest: dict[str, Any], *, html: bool = True) -> None:
+    def __init__(self, run_dir: Path, manifest: dict[str, object], *, html: bool = True) -> None:
         from evalbench.results.render.evalbench_csv import EvalbenchCsvWriter
         from evalbench.results.render.html_report import ReportBuilder
         from evalbench.results.render.junit import JunitBuilder
 
         self.run_dir, self.manifest = run_dir, manifest
-        metrics = set(manifest["metric_scorers"]) if "metric_scorers" in manifest else None
+        metrics = {str(name) for name in seq(manifest["metric_scorers"])} if "metric_scorers" in manifest else None
         self.csvs = EvalbenchCsvWriter(run_dir, manifest, metrics=metrics)
         self.junit = JunitBuilder()
         self.html = ReportBuilder() if html else None
         self.committed = False
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, object]) -> None:
         self.csvs.add(record)
         self.junit.add(record)
         if self.html is not None:
             self.html.add(record)
 
-    def commit(self, summary: dict[str, Any], gates: Sequence[GateResult] = ()) -> list[Path]:
+    def commit(self, summary: dict[str, object], gates: Sequence[GateResult] = ()) -> list[Path]:
         """Write every report; the paths written. A file that cannot be written raises
         :class:`~evalbench.results.journal.files.OutputError`. A summary that does not say whether the run
         is complete (the one a run builds as it ends) gets ``complete`` and ``completeness`` here."""
@@ -70,7 +71,7 @@ class ReportSet:
             written.append(self.run_dir / name)
         written += self.csvs.commit()
         self.committed = True
-        written.append(self.junit.commit(self.run_dir, summary["run_id"]))
+        written.append(self.junit.commit(self.run_dir, str(summary["run_id"])))
         if self.html is not None:
             # the manifest's texts (command line, config) cleaned like the records' (lone surrogates)
             written.append(self.html.commit(self.run_dir, clean_value(self.manifest), summary))
@@ -85,7 +86,7 @@ class ReportSet:
             self.html.close()
 
 
-def write_reports(run_dir: Path, summary: dict[str, Any], gates: Sequence[GateResult] = (), *, html: bool = True) -> list[Path]:
+def write_reports(run_dir: Path, summary: dict[str, object], gates: Sequence[GateResult] = (), *, html: bool = True) -> list[Path]:
     """Write every report of ``run_dir`` from ``summary`` and the journal; the paths written."""
     reports = ReportSet(run_dir, read_manifest(run_dir), html=html)
     try:
@@ -96,7 +97,7 @@ def write_reports(run_dir: Path, summary: dict[str, Any], gates: Sequence[GateRe
         reports.close()
 
 
-def regenerate(run_dir: Path, *, html: bool = True) -> tuple[dict[str, Any], list[Path]]:
+def regenerate(run_dir: Path, *, html: bool = True) -> tuple[dict[str, object], list[Path]]:
     """Every report of ``run_dir`` recomputed from its journal: (the summary, the paths written)."""
     summary = rebuild_summary(run_dir)
 
@@ -110,40 +111,47 @@ def regenerate(run_dir: Path, *, html: bool = True) -> tuple[dict[str, Any], lis
     return summary, [path, *write_reports(run_dir, summary, html=html)]
 
 
-def native_summary_csv(summary: dict[str, Any]) -> str:
+def native_summary_csv(summary: Mapping[str, object]) -> str:
     """Our summary rows (one per scorer and phase, and per outcome), with the confidence interval."""
     out = io.StringIO()
     writer = _SafeWriter(csv.writer(out))
     writer.writerow(["run_id", "metric_name", "phase", "metric_score", "ci_low", "ci_high", "correct_results_count",
                      "total_results_count", "not_applicable_count"])
     run_id = summary["run_id"]
-    for phase, entry in (summary.get("success") or {}).items():
+    for phase, entry in obj_items(summary.get("success")):
         writer.writerow([run_id, "success", phase, *_score_cells(entry), entry["passed"], entry["total"], ""])
-    for name, phases in summary["scorers"].items():
-        for phase, tally in phases.items():
+    for name, phases in obj_items(summary["scorers"]):
+        for phase, tally in obj_items(phases):
             if "rate" in tally:
                 writer.writerow([run_id, name, phase, *_score_cells(tally), tally["passed"], tally["applicable"],
                                  tally["not_applicable"]])
             else:
                 writer.writerow([run_id, name, phase, tally["mean"], "", "", "", tally["applicable"], tally["not_applicable"]])
-    for outcome, count in summary["outcomes"].items():
+    for outcome, count in obj(summary["outcomes"]).items():
         writer.writerow([run_id, f"outcome:{outcome}", "", count, "", "", "", summary["total_items"], ""])
-    for kind, count in (summary.get("taxonomy") or {}).items():
+    for kind, count in obj(summary.get("taxonomy")).items():
         writer.writerow([run_id, f"failure:{kind}", "", count, "", "", "", summary["total_items"], ""])
     return out.getvalue()
+
+
+class _RowWriter(Protocol):
+    """What :class:`_SafeWriter` needs of a ``csv.writer``."""
+
+    def writerow(self, row: Iterable[object], /) -> object: ...
 
 
 class _SafeWriter:
     """A ``csv.writer`` whose text cells are neutralised for spreadsheets (:func:`safe_row`)."""
 
-    def __init__(self, writer: Any) -> None:
+    def __init__(self, writer: _RowWriter) -> None:
         self.writer = writer
 
-    def writerow(self, row: Sequence[Any]) -> None:
+    def writerow(self, row: Sequence[object]) -> None:
         self.writer.writerow(safe_row(row))
 
 
-def _score_cells(entry: dict[str, Any]) -> list[Any]:
-    ci = entry.get("ci") or [None, None]
-    pct = [None if v is None else round(100 * v, 2) for v in (entry.get("rate"), *ci)]
+
+def _score_cells(entry: Mapping[str, object]) -> list[float | None]:
+    ci = seq(entry.get("ci")) or [None, None]
+    pct = [None if v is None else round(100 * number(v), 2) for v in (entry.get("rate"), *ci)]
     return pct

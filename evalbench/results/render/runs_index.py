@@ -17,7 +17,6 @@ import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from evalbench.core.errors import EvalbenchError, RunDirError
 from evalbench.core.terminal import escape
@@ -52,8 +51,8 @@ class RunEntry:
     passed: int | None = None
     total: int | None = None  # conversations counted in the headline
     problems: list[str] = field(default_factory=list)  # everything found wrong, in order
-    manifest: dict[str, Any] = field(default_factory=dict, repr=False)
-    summary: dict[str, Any] = field(default_factory=dict, repr=False)
+    manifest: dict[str, object] = field(default_factory=dict, repr=False)
+    summary: dict[str, object] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -75,7 +74,7 @@ class RunEntry:
             text += f" {self.passed}/{self.total}"
         return text
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         data = asdict(self)
         data.pop("manifest"), data.pop("summary")
         return data | {"path": str(self.path), "name": self.path.name, "headline": self.headline()}
@@ -127,7 +126,7 @@ def read_entry(path: Path) -> RunEntry:
     return entry
 
 
-def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
+def _read_object(path: Path, entry: RunEntry) -> dict[str, object] | None:
     """The run's manifest.json or summary.json, checked as every reader checks it (:mod:`~evalbench.results.journal.shapes`);
     None, with the problem noted, when it is missing or wrong."""
     if not os.path.lexists(path):
@@ -141,7 +140,7 @@ def _read_object(path: Path, entry: RunEntry) -> dict[str, Any] | None:
         return None
 
 
-def _rebuilt_summary(path: Path, entry: RunEntry) -> dict[str, Any] | None:
+def _rebuilt_summary(path: Path, entry: RunEntry) -> dict[str, object] | None:
     from evalbench.results.summary.rebuild import rebuild_summary
 
     logger = logging.getLogger("evalbench.results")
@@ -156,7 +155,7 @@ def _rebuilt_summary(path: Path, entry: RunEntry) -> dict[str, Any] | None:
         logger.setLevel(level)
 
 
-def _from_manifest(entry: RunEntry, manifest: dict[str, Any]) -> None:
+def _from_manifest(entry: RunEntry, manifest: dict[str, object]) -> None:
     entry.run_id = str(manifest.get("run_id") or entry.run_id)
     entry.created_at = _text(manifest.get("created_at"))
     entry.config_file = _text(manifest.get("config_file"))
@@ -168,15 +167,17 @@ def _from_manifest(entry: RunEntry, manifest: dict[str, Any]) -> None:
         entry.dataset = _text(dataset.get("path"))
 
 
-def _from_summary(entry: RunEntry, summary: dict[str, Any]) -> None:
-    main = (summary.get("success") or {}).get("main") if isinstance(summary.get("success"), dict) else None
+def _from_summary(entry: RunEntry, summary: dict[str, object]) -> None:
+    success = summary.get("success")
+    main = success.get("main") if isinstance(success, dict) else None
     if isinstance(main, dict):
         entry.rate = main.get("rate") if isinstance(main.get("rate"), (int, float)) else None
         ci = main.get("ci")
         entry.ci = list(ci) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
         entry.passed, entry.total = main.get("passed"), main.get("total")
-    if entry.total is None and isinstance(summary.get("total_items"), int):
-        entry.total = summary["total_items"]
+    total_items = summary.get("total_items")
+    if entry.total is None and isinstance(total_items, int):
+        entry.total = total_items
 
 
 def _journal_problem(path: Path) -> str | None:
@@ -190,7 +191,7 @@ def _journal_problem(path: Path) -> str | None:
         return f"{JOURNAL}: {exc.message}"
 
 
-def _status(path: Path, entry: RunEntry, summary: dict[str, Any] | None) -> str:
+def _status(path: Path, entry: RunEntry, summary: dict[str, object] | None) -> str:
     journal = _journal_problem(path)
     if journal is not None:
         return f"broken: {journal}" + (f"; {entry.problems[0]}" if entry.problems else "")
@@ -210,7 +211,7 @@ def _status(path: Path, entry: RunEntry, summary: dict[str, Any] | None) -> str:
     return "complete"
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 

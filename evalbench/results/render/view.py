@@ -21,14 +21,16 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalbench.core.errors import RunDirError
 from evalbench.results.journal.files import OutputError, write_atomic
 from evalbench.results.journal.lines import conversation_key, trial_of
 from evalbench.results.journal.reader import read_journal
+from evalbench.results.render._json import seq
 from evalbench.results.render.html_assets import CSS
 from evalbench.results.render.html_page import page_shell
 from evalbench.results.render.links import report_href
@@ -42,21 +44,51 @@ SLICES = [("db", "Database"), ("dialect", "Dialect"), ("cat", "Category"), ("dif
           ("qt", "Query type"), ("amb", "Ambiguous"), ("fu", "Follow-up")]
 
 
+_Key = tuple[object, str, int]  # a conversation: (dialect, item id, trial), as conversation_key makes it
+
+
+class _RunData(TypedDict):
+    """One run of index.html (its list, and a matrix column when ``column``)."""
+
+    id: str
+    run_id: str
+    href: str | None
+    date: str
+    status: str
+    headline: str
+    rate: float | None
+    agent: str | None
+    dataset: str | None
+    config: str | None
+    path: str
+    column: bool
+    col: int | None
+
+
+class _ViewData(TypedDict):
+    """The data of index.html (:func:`build_view`)."""
+
+    runs: list[_RunData]
+    columns: list[int | None]
+    rows: list[dict[str, object]]
+    slices: list[list[str]]
+
+
 @dataclass
 class _Matrix:
     """Rows keyed by conversation; ``cells[key][run index]`` is a cell or absent."""
 
-    rows: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
-    cells: dict[tuple[Any, ...], dict[int, list[Any]]] = field(default_factory=dict)
+    rows: dict[_Key, dict[str, object]] = field(default_factory=dict)
+    cells: dict[_Key, dict[int, list[object]]] = field(default_factory=dict)
 
-    def add(self, run: int, record: dict[str, Any]) -> None:
+    def add(self, run: int, record: dict[str, object]) -> None:
         key = conversation_key(record)
         code, row = cell(record), _row(record)  # first: a malformed record raises before anything is kept
         self.rows.setdefault(key, row)
         self.cells.setdefault(key, {})[run] = code
 
 
-def verdict_code(phase: dict[str, Any] | None) -> str:
+def verdict_code(phase: Mapping[str, object] | None) -> str:
     """A phase's cell code: ``p`` pass, ``f`` fail, ``e`` error (ended by an agent, database,
     virtual-user error, a timeout or a cancellation), ``i`` invalid item, ``n`` no verdict, ``-`` absent."""
     if phase is None:
@@ -72,9 +104,9 @@ def verdict_code(phase: dict[str, Any] | None) -> str:
     return "n" if verdict is None else "p" if verdict else "f"
 
 
-def cell(record: dict[str, Any]) -> list[Any]:
+def cell(record: dict[str, object]) -> list[object]:
     """``[conversation, main, follow_up, diagnosis kind]`` codes of one record (:func:`verdict_code`)."""
-    phases = {p.get("phase"): p for p in record.get("phases") or [] if isinstance(p, dict)}
+    phases = {p.get("phase"): p for p in seq(record.get("phases")) if isinstance(p, dict)}
     main, follow = verdict_code(phases.get("main")), verdict_code(phases.get("follow_up"))
     outcome = record.get("outcome")
     if outcome in ERROR_OUTCOMES:
@@ -89,8 +121,8 @@ def cell(record: dict[str, Any]) -> list[Any]:
     return [whole, main, follow, diagnosis.get("kind")]
 
 
-def _row(record: dict[str, Any]) -> dict[str, Any]:
-    row = {"id": record["item_id"], "dialect": record.get("dialect"), "db": record.get("database"),
+def _row(record: dict[str, object]) -> dict[str, object]:
+    row: dict[str, object] = {"id": record["item_id"], "dialect": record.get("dialect"), "db": record.get("database"),
            "cat": record.get("category"), "diff": record.get("difficulty"), "qt": record.get("query_type"),
            "amb": None if record.get("ambiguous") is None else ("ambiguous" if record.get("ambiguous") else "clear"),
            "fu": "has follow-up" if record.get("has_follow_up") else "no follow-up"}
@@ -98,15 +130,15 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
     return row | ({"trial": trial} if trial > 1 else {})
 
 
-def _natural(text: str) -> list[Any]:
+def _natural(text: str) -> list[tuple[int, int, str]]:
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p]
 
 
-def build_view(root: Path, out: Path) -> dict[str, Any]:
+def build_view(root: Path, out: Path) -> _ViewData:
     """The data of ``index.html`` (runs and matrix) for the runs in ``root``, links relative to ``out``'s folder."""
     entries = list_runs(root)
     matrix = _Matrix()
-    runs: list[dict[str, Any]] = []
+    runs: list[_RunData] = []
     for entry in entries:
         runs.append(_run_data(entry, out.parent))
         if entry.broken:  # a journal that is missing or not a regular file of the run directory among them
@@ -136,7 +168,7 @@ def _add_journal(matrix: _Matrix, column: int, run_dir: Path) -> str:
     return f" ({skipped} malformed record(s) not shown)" if skipped else ""
 
 
-def _run_data(entry: RunEntry, page_dir: Path) -> dict[str, Any]:
+def _run_data(entry: RunEntry, page_dir: Path) -> _RunData:
     return {"id": entry.name, "run_id": entry.run_id, "href": report_href(entry.path, page_dir), "date": short_date(entry.created_at),
             "status": entry.status, "headline": entry.headline(), "rate": entry.rate, "agent": entry.agent,
             "dataset": entry.dataset, "config": entry.config_file, "path": str(entry.path), "column": False,
@@ -148,7 +180,7 @@ def write_view(root: Path, out: Path | None = None) -> Path:
     return _write(Path(root), out)[0]
 
 
-def _write(root: Path, out: Path | None) -> tuple[Path, dict[str, Any]]:
+def _write(root: Path, out: Path | None) -> tuple[Path, _ViewData]:
     out = Path(out) if out is not None else root / INDEX
     if out.is_dir():
         out = out / INDEX
@@ -161,23 +193,23 @@ def _write(root: Path, out: Path | None) -> tuple[Path, dict[str, Any]]:
     return out, data
 
 
-def render_view(data: dict[str, Any], root: Path) -> str:
+def render_view(data: _ViewData, root: Path) -> str:
     """The HTML of index.html for :func:`build_view`'s data."""
     body = "\n".join([_header(data, root), '<main class="wrap">', _runs_section(data["runs"]), _matrix_section(), "</main>"])
     head, tail = page_shell(f"evalbench · runs in {_e(root.name or str(root))}", CSS + VIEW_CSS, VIEW_JS, body)
     return head + f'<script type="application/json" id="evalbench-view">{_dumps(data)}</script>\n' + tail
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("—" if value is None or value == "" else str(value), quote=True)
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     """JSON safe inside a <script> element (no ``<`` at all)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).replace("<", "\\u003c")
 
 
-def _header(data: dict[str, Any], root: Path) -> str:
+def _header(data: _ViewData, root: Path) -> str:
     runs, columns = data["runs"], data["columns"]
     return ('<header class="top"><div class="wrap"><div class="eyebrow">evalbench runs</div>'
             f"<h1>Runs in <code>{_e(root)}</code></h1>"
@@ -187,7 +219,7 @@ def _header(data: dict[str, Any], root: Path) -> str:
             "</div></header>")
 
 
-def _runs_section(runs: list[dict[str, Any]]) -> str:
+def _runs_section(runs: list[_RunData]) -> str:
     rows = []
     for run in runs:
         name = f'<a class="run-link" href="{_e(run["href"])}">{_e(run["id"])}</a>' if run["href"] else _e(run["id"])
