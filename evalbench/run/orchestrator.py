@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypedDict
 
 import evalbench.run.databases as databases
 from evalbench.backends.base import Sandbox
@@ -41,16 +41,17 @@ from evalbench.run.scheduler import Scheduler
 from evalbench.run.stages import StageWork, planned_conversation
 from evalbench.scoring import test_case_runner
 
+if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Unpack
+
 log = logging.getLogger(__name__)
 
 SIMULATOR_KEYS = ("vuser", "model", "temperature", "seed", "encode_prompt_sha256", "decode_prompt_sha256", "block_leaks")
 
 
-class RunOptions(TypedDict, total=False):
-    """The keywords of :func:`run` besides the plan (those of ``evalbench.run(config, **options)``)."""
+class SessionOptions(TypedDict, total=False):
+    """The fields of :class:`Session`, as keywords."""
 
-    items: Items | None
-    parts: RunParts | None
     strict: bool
     progress: bool
     out: TextIO | None
@@ -58,6 +59,13 @@ class RunOptions(TypedDict, total=False):
     retry_errors: bool
     agent_down_after: int
     reports: bool
+
+
+class RunOptions(SessionOptions, total=False):
+    """The keywords of :func:`run` besides the plan (those of ``evalbench.run(config, **options)``)."""
+
+    items: Items | None
+    parts: RunParts | None
 
 
 class _Bar(Protocol):
@@ -101,22 +109,22 @@ class Journal:
             self.reports.close()
 
 
-def run(plan: RunPlan, *, items: Items | None = None, parts: RunParts | None = None, strict: bool = False,
-        progress: bool = True, out: TextIO | None = None, resume: Path | None = None, retry_errors: bool = False,
-        agent_down_after: int = 5, reports: bool = True) -> RunResult:
+def run(plan: RunPlan, *, items: Items | None = None, parts: RunParts | None = None,
+        **options: Unpack[SessionOptions]) -> RunResult:
     """Run the evaluation planned by ``plan`` and write its run directory; with ``resume``,
     continue that run directory: only the conversations its journal does not hold are run (with
     ``retry_errors``, also those that ended in an error or a timeout). Without ``reports``, only
     the manifest, the journal and scores_native.csv are written (a shard of ``--workers``).
     ``items`` and ``parts`` are those preflight already read and built (made here when not given);
-    the run closes ``parts``."""
-    if retry_errors and resume is None:
+    the run closes ``parts``. The other options are :class:`Session`'s."""
+    how = Session(**options)
+    if how.retry_errors and how.resume is None:
         raise ConfigError("--retry-errors needs --resume RUN_DIR (it redoes that run's errors)")
     items = items if items is not None else Items(plan.items)
     parts = parts if parts is not None else RunParts(plan, items)
     try:
         with split_between(plan.concurrency.shares):  # a shard takes its share of every limit
-            return _run(plan, items, parts, Session(strict, progress, out, resume, retry_errors, agent_down_after, reports))
+            return _run(plan, items, parts, how)
     finally:
         parts.close()
 
@@ -125,13 +133,13 @@ def run(plan: RunPlan, *, items: Items | None = None, parts: RunParts | None = N
 class Session:
     """How this invocation runs the plan (the command line's options, not the config's)."""
 
-    strict: bool
-    progress: bool
-    out: TextIO | None
-    resume: Path | None
-    retry_errors: bool
-    agent_down_after: int
-    reports: bool
+    strict: bool = False
+    progress: bool = True
+    out: TextIO | None = None
+    resume: Path | None = None
+    retry_errors: bool = False
+    agent_down_after: int = 5  # consecutive agent failures that stop the run (0: never)
+    reports: bool = True
 
 
 def _run(plan: RunPlan, items: Items, parts: RunParts, how: Session) -> RunResult:
