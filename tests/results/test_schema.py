@@ -145,3 +145,15 @@ def test_the_printed_json_schema_validates_a_real_run(run_dir, capsys, kind, nam
 def test_results_schema_with_no_kind_prints_the_three(capsys):
     assert main(["results", "schema"]) == 0
     assert set(json.loads(capsys.readouterr().out)) == {"manifest", "journal", "summary"}
+
+
+def test_a_reader_that_leaves_early_is_no_error():
+    """`evalbench results schema | head -c 10` (80 kB, more than a pipe holds): the pipe closes under the command, which
+    exits 0 without a traceback."""
+    import subprocess
+    import sys
+
+    shell = f"'{sys.executable}' -m evalbench results schema | head -c 10; exit ${{PIPESTATUS[0]}}"
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.stdout == '{\n  "manif'
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
