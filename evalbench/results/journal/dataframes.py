@@ -113,7 +113,7 @@ def _rows(record: dict[str, Any], run_id: str) -> tuple[dict[str, object], list[
     return conversation_row(record, run_id), phases, scores
 
 
-def _rebuilt_summary(path: Path) -> dict[str, Any]:
+def _rebuilt_summary(path: Path) -> dict[str, object]:
     """The summary recomputed from the journal (summary.json is missing); {} when the journal's
     records cannot be summarised (a warning says why)."""
     from evalbench.results.summary.rebuild import rebuild_summary
