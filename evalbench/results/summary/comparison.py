@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -328,7 +328,7 @@ def _differences(a: dict[str, Any], b: dict[str, Any], metric: str) -> tuple[lis
 SCORING_IDENTITY = ("semantics", "empty_gold", "primary", "accept_nl_answers")
 
 
-def scoring_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+def scoring_differences(a: Mapping[str, object] | None, b: Mapping[str, object] | None) -> list[str]:
     """How two runs decide their verdicts differently (the manifests' or summaries' ``scoring``):
     another semantics or other primary scorers make their success rates incomparable."""
     if a is None and b is None:
@@ -356,7 +356,7 @@ def _side(record: dict[str, Any], phase: dict[str, Any], metric: str, run_dir: P
     reason = invalid_reason(record, phase)
     if reason is not None:  # in no rate: not paired
         return Side(outcome="invalid_item", passed=None, applicable=False, detail=reason[:DETAIL_CHARS])
-    score: dict[str, Any] | None
+    score: Mapping[str, object] | None
     if metric == SUCCESS:
         verdict, primary = _phase_verdict(phase)
         score = {"applicable": True, "passed": verdict,
