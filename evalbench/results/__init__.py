@@ -18,14 +18,17 @@ pandas DataFrames).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalbench.results.journal.reader import JournalStats, journal_stats, read_journal
 from evalbench.results.journal.typed import load_manifest, load_summary, read_records
 from evalbench.results.schema import SCHEMA_VERSION, JournalRecord, Manifest, Summary
 
+if TYPE_CHECKING:  # imported on first use (below): it needs pandas
+    from evalbench.results.journal.dataframes import Run, read_run
 
-def __getattr__(name: str) -> Any:
+
+def __getattr__(name: str) -> object:
     """``read_run`` (evalbench.results.journal.dataframes), imported on first use: it needs pandas."""
     if name in ("read_run", "Run"):
         import importlib

@@ -15,6 +15,7 @@ import contextlib
 import csv
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,7 +30,7 @@ from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.results.summary.rebuild import completeness
 
 
-def merge_shards(out: Path, shards: list[Path], *, replace: bool = False, html: bool = True) -> dict[str, Any]:
+def merge_shards(out: Path, shards: list[Path], *, replace: bool = False, html: bool = True) -> dict[str, object]:
     """Write the merged run directory ``out`` from finished shards; its summary. ``out`` must not
     hold a journal, unless ``replace`` and it was merged before (``--workers`` merges again after
     a resume)."""
@@ -70,7 +71,7 @@ class MergedRun:
         trials = self.manifest["dataset"].get("trials")
         self.summary = SummaryBuilder(set(self.manifest.get("metric_scorers") or ()),
                                       trials if isinstance(trials, int) and trials > 1 else 1)
-        self.seen: dict[tuple[Any, str, int], Path] = {}
+        self.seen: dict[tuple[object, str, int], Path] = {}
         try:
             out.mkdir(parents=True, exist_ok=True)
             write_atomic(out / "manifest.json", _manifest_text(self.manifest))  # unfinished: a merge under way
@@ -96,7 +97,7 @@ class MergedRun:
         self.summary.add(record)
         self.reports.add(record)
 
-    def finish(self, manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    def finish(self, manifests: list[dict[str, Any]]) -> dict[str, object]:
         """The shards' final manifests in: write the merged manifest, scores_native.csv, the
         summary and every report; the summary."""
         final = merged_manifest(self.out.name, manifests, self.sources, conversations=len(self.seen))
@@ -127,7 +128,7 @@ class MergedRun:
                 path.unlink(missing_ok=True)
 
 
-def _manifest_text(manifest: dict[str, Any]) -> str:
+def _manifest_text(manifest: Mapping[str, object]) -> str:
     return json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
 
 

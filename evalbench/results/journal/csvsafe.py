@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from evalbench.results.journal.record import clean_text
 
@@ -29,7 +28,7 @@ def safe_cell(text: str) -> str:
     return text
 
 
-def safe_row(values: Iterable[Any]) -> list[Any]:
+def safe_row(values: Iterable[object]) -> list[object]:
     """A row for ``csv.writer``: texts made safe by :func:`safe_cell`, other values (numbers,
     booleans, None) left to the writer."""
     return [safe_cell(v) if isinstance(v, str) else v for v in values]

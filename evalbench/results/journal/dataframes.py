@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from evalbench.core.errors import EvalbenchError, RunDirError
@@ -56,14 +57,14 @@ class Run:
     phase) and per (conversation, phase, scorer); the manifest and summary as dicts."""
 
     path: Path
-    manifest: dict[str, Any]
-    summary: dict[str, Any]
+    manifest: dict[str, object]
+    summary: dict[str, object]
     conversations: pandas.DataFrame
     phases: pandas.DataFrame
     scores: pandas.DataFrame
 
 
-def _pandas() -> Any:
+def _pandas() -> ModuleType:
     try:
         import pandas
     except ImportError:  # pragma: no cover - pandas is a dependency; a trimmed install may lack it
@@ -85,9 +86,9 @@ def read_run(path: Path | str) -> Run:
     if not summary:
         summary = _rebuilt_summary(path)
     run_id = str(summary.get("run_id") or manifest.get("run_id") or path.name)
-    conversations: list[dict[str, Any]] = []
-    phases: list[dict[str, Any]] = []
-    scores: list[dict[str, Any]] = []
+    conversations: list[dict[str, object]] = []
+    phases: list[dict[str, object]] = []
+    scores: list[dict[str, object]] = []
     malformed = 0
     for record in read_journal(path):
         try:
@@ -106,13 +107,13 @@ def read_run(path: Path | str) -> Run:
                scores=pd.DataFrame(scores, columns=SCORE_COLUMNS))
 
 
-def _rows(record: dict[str, Any], run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+def _rows(record: dict[str, Any], run_id: str) -> tuple[dict[str, object], list[dict[str, object]], list[dict[str, object]]]:
     phases = [phase_row(record, phase, run_id) for phase in record.get("phases") or []]
     scores = [row for phase in record.get("phases") or [] for row in score_rows(record, phase, run_id)]
     return conversation_row(record, run_id), phases, scores
 
 
-def _rebuilt_summary(path: Path) -> dict[str, Any]:
+def _rebuilt_summary(path: Path) -> dict[str, object]:
     """The summary recomputed from the journal (summary.json is missing); {} when the journal's
     records cannot be summarised (a warning says why)."""
     from evalbench.results.summary.rebuild import rebuild_summary
@@ -124,7 +125,7 @@ def _rebuilt_summary(path: Path) -> dict[str, Any]:
         return {}
 
 
-def conversation_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:
+def conversation_row(record: dict[str, Any], run_id: str) -> dict[str, object]:
     """One row of :attr:`Run.conversations`."""
     diagnosis = record_diagnosis(record) or {}
     return {
@@ -142,7 +143,7 @@ def conversation_row(record: dict[str, Any], run_id: str) -> dict[str, Any]:
     }
 
 
-def phase_row(record: dict[str, Any], phase: dict[str, Any], run_id: str) -> dict[str, Any]:
+def phase_row(record: dict[str, Any], phase: dict[str, Any], run_id: str) -> dict[str, object]:
     """One row of :attr:`Run.phases`."""
     generated = phase.get("generated") or {}
     goldens = [g for g in phase.get("golden") or [] if g]
@@ -158,9 +159,9 @@ def phase_row(record: dict[str, Any], phase: dict[str, Any], run_id: str) -> dic
     }
 
 
-def score_rows(record: dict[str, Any], phase: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
+def score_rows(record: dict[str, Any], phase: dict[str, Any], run_id: str) -> list[dict[str, object]]:
     """The rows of :attr:`Run.scores` for one phase (scores_native.csv's columns, with the trial)."""
-    rows = []
+    rows: list[dict[str, object]] = []
     found = record_diagnosis(record) or {}
     kind = found.get("kind") if found.get("phase", "main") == phase.get("phase") else None
     for name, score in (phase.get("scores") or {}).items():

@@ -3,13 +3,14 @@ shared by the readers (:func:`evalbench.results.read_journal`) and ``--resume``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from evalbench.results.journal.safe_read import loads
 from evalbench.results.journal.shapes import record_problem
 
 
-def is_record(record: Any) -> bool:
+def is_record(record: object) -> bool:
     """Whether ``record`` has the types of a conversation record (:class:`~evalbench.results.journal.shapes.RecordShape`)."""
     return record_problem(record) is None
 
@@ -23,15 +24,15 @@ def decode_record(raw: bytes | None) -> dict[str, Any] | None:
         record = loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
-    return record if is_record(record) else None
+    return record if isinstance(record, dict) and is_record(record) else None
 
 
-def conversation_key(record: dict[str, Any]) -> tuple[Any, str, int]:
+def conversation_key(record: dict[str, Any]) -> tuple[object, str, int]:
     # an item id may recur in another dialect, and in repeated trials (``trials: k``)
     return record.get("dialect"), record["item_id"], trial_of(record)
 
 
-def trial_of(record: dict[str, Any]) -> int:
+def trial_of(record: Mapping[str, object]) -> int:
     """The record's trial, 1-based (records of runs without trials have none: 1)."""
     trial = record.get("trial", 1)
     return trial if isinstance(trial, int) and not isinstance(trial, bool) and trial >= 1 else 1

@@ -70,8 +70,8 @@ _CACHE_LOCK = threading.Lock()
 
 def _build_index(handle: BinaryIO) -> _Index:
     stats = JournalStats()
-    last: dict[tuple[Any, str, int], int] = {}  # conversation -> offset of its last record
-    duplicated: set[tuple[Any, str, int]] = set()
+    last: dict[tuple[object, str, int], int] = {}  # conversation -> offset of its last record
+    duplicated: set[tuple[object, str, int]] = set()
     end = 0
     bad = False
     for number, (here, raw) in enumerate(journal_lines(handle), start=1):

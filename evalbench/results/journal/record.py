@@ -29,12 +29,13 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from evalbench.core.conversation import AgentReply, Conversation, Outcome, Phase, PhaseRecord, ToolCall, Turn
 from evalbench.core.execution_result import ExecutionResult
+from evalbench.core.items import Item
 from evalbench.core.redaction import scrub, scrub_value
 from evalbench.core.scores import Score
 from evalbench.results.schema import SCHEMA_VERSION
@@ -113,7 +114,7 @@ def _clip(text: str | None, limit: int | None = MAX_TEXT) -> str | None:
     return None if text is None else clip_text(str(text), limit)
 
 
-def _key(key: Any) -> Any:
+def _key(key: object) -> str | int | float | bool | None:
     if type(key) is str and len(key) <= 256 and key.isascii():  # the common key: nothing to clean or cut
         return key
     if isinstance(key, str):
@@ -123,18 +124,25 @@ def _key(key: Any) -> Any:
     return clip_text(str(key), 1024)
 
 
-def clean_value(value: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def clean_value(value: _T) -> _T:
     """``value`` with every text in it (keys too) cleaned by :func:`clean_text`; containers keep
     their types and anything else is returned as it is (for summaries and manifests, which are
     not capped)."""
+    return cast(_T, _clean(value))  # each container is rebuilt as its own type: the type is kept
+
+
+def _clean(value: object) -> object:
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, dict):
-        return {clean_text(k) if isinstance(k, str) else k: clean_value(v) for k, v in value.items()}
+        return {clean_text(k) if isinstance(k, str) else k: _clean(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [clean_value(v) for v in value]
+        return [_clean(v) for v in value]
     if isinstance(value, tuple):
-        return tuple(clean_value(v) for v in value)
+        return tuple(_clean(v) for v in value)
     return value
 
 
@@ -142,20 +150,20 @@ MAX_DEPTH = 100  # levels of nesting a journaled value keeps (backends keep deep
 DEEP = "...[nested too deep]"
 
 
-def plain(value: Any, limit: int | None = None, depth: int = 0) -> Any:
+def plain(value: object, limit: int | None = None, depth: int = 0) -> Any:
     """A JSON-able copy of ``value``: texts cleaned and cut to ``limit`` bytes, dicts with string
     keys, tuples and sets as lists, enums by value, dataclasses as dicts, anything else as ``str``;
     a value nested deeper than :data:`MAX_DEPTH` (a hostile reply's) as a marker, never a RecursionError."""
     if depth > MAX_DEPTH:
         return DEEP
-    kind = type(value)  # the exact built-in types first: a journal record is mostly these
-    if kind is str:
+    # the exact built-in types first: a journal record is mostly these
+    if type(value) is str:
         return clip_text(value, limit)
-    if kind is dict:
+    if type(value) is dict:
         return {_key(k): plain(v, limit, depth + 1) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    if type(value) is list or type(value) is tuple:
         return [plain(v, limit, depth + 1) for v in value]
-    if value is None or kind is int or kind is bool or kind is float:
+    if value is None or type(value) is int or type(value) is bool or type(value) is float:
         return value
     if isinstance(value, (bool, int)):
         return value
@@ -186,16 +194,16 @@ def plain(value: Any, limit: int | None = None, depth: int = 0) -> Any:
     return clip_text(str(value), limit)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """The journal's JSON text of a :func:`plain` value (UTF-8 safe, NUL as ``\\u0000``)."""
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _size(value: Any) -> int:
+def _size(value: object) -> int:
     return len(dumps(value).encode("utf-8"))
 
 
-def bounded(value: Any, limit: int) -> tuple[Any, bool]:
+def bounded(value: object, limit: int) -> tuple[object, bool]:
     """``value`` as :func:`plain` when its JSON fits ``limit`` bytes, else the beginning of its
     JSON text (or of the text itself) with the ``...[N more bytes]`` marker; and whether it was cut."""
     if value is None:
@@ -224,7 +232,7 @@ def bounded(value: Any, limit: int) -> tuple[Any, bool]:
 # --------------------------------------------------------------------------- results
 
 
-def _cell(value: Any, limit: int | None) -> tuple[Any, bool]:
+def _cell(value: object, limit: int | None) -> tuple[object, bool]:
     """One preview cell (a text, or a structured value whose JSON fits ``limit`` bytes, else the
     beginning of that JSON); and whether it was cut."""
     if isinstance(value, float):
@@ -238,13 +246,13 @@ def _cell(value: Any, limit: int | None) -> tuple[Any, bool]:
     return kept, False
 
 
-def json_value(value: Any, limit: int | None = CAPS.cell) -> Any:
+def json_value(value: object, limit: int | None = CAPS.cell) -> object:
     """A JSON-able form of a database value for previews (a text, or the JSON of a structured
     value, cut to ``limit`` bytes)."""
     return _cell(value, limit)[0]
 
 
-def _canonical(value: Any, depth: int = 0) -> Any:
+def _canonical(value: object, depth: int = 0) -> object:
     """One cell as hashed: JSON numbers, texts, booleans and nulls as they are; structured values
     recursively (past :data:`MAX_DEPTH`, a marker); any other type as ``{"$<type>": text}``."""
     if depth > MAX_DEPTH:
@@ -262,7 +270,7 @@ def _canonical(value: Any, depth: int = 0) -> Any:
     return _tagged(value)
 
 
-def _tagged(value: Any) -> Any:
+def _tagged(value: object) -> dict[str, str]:
     """What :func:`_canonical` makes of a scalar JSON has no type for (dates, decimals)."""
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return {f"${type(value).__name__}": value.isoformat()}
@@ -276,7 +284,7 @@ _ENCODE_SCALARS = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), sor
                                    default=_tagged).encode
 
 
-def _row_text(row: Iterable[Any]) -> str:
+def _row_text(row: Iterable[object]) -> str:
     cells = row if isinstance(row, (tuple, list)) else list(row)
     if all(type(v) in _SCALARS for v in cells):
         try:
@@ -286,7 +294,7 @@ def _row_text(row: Iterable[Any]) -> str:
     return _ENCODE([_canonical(v) for v in cells])
 
 
-def rows_sha256(rows: Iterable[Iterable[Any]]) -> str:
+def rows_sha256(rows: Iterable[Iterable[object]]) -> str:
     """sha256 of every row, in order: each row's cells as a compact JSON array (ASCII, keys sorted,
     :func:`_canonical` cells) followed by a newline."""
     digest = hashlib.sha256()
@@ -296,10 +304,10 @@ def rows_sha256(rows: Iterable[Iterable[Any]]) -> str:
     return digest.hexdigest()
 
 
-def _preview(rows: list[tuple[Any, ...]], preview_rows: int, caps: Caps) -> tuple[list[list[Any]], bool]:
+def _preview(rows: Sequence[Sequence[object]], preview_rows: int, caps: Caps) -> tuple[list[list[object]], bool]:
     """The first ``preview_rows`` rows, cells cut to ``caps.cell`` and whole rows kept while the
     preview stays within ``caps.preview`` bytes; and whether the caps cut anything."""
-    preview: list[list[Any]] = []
+    preview: list[list[object]] = []
     used, cut = 2, False  # the enclosing brackets
     for row in rows[:preview_rows]:
         cells = []
@@ -316,7 +324,7 @@ def _preview(rows: list[tuple[Any, ...]], preview_rows: int, caps: Caps) -> tupl
 
 
 def execution_record(result: ExecutionResult | None, preview_rows: int, caps: Caps = CAPS,
-                     hashes: dict[int, str] | None = None) -> dict[str, Any] | None:
+                     hashes: dict[int, str] | None = None) -> dict[str, object] | None:
     if result is None:
         return None
     if hashes is not None and id(result) in hashes:
@@ -339,7 +347,10 @@ def execution_record(result: ExecutionResult | None, preview_rows: int, caps: Ca
     }
 
 
-def _tool_call(call: Any, caps: Caps) -> dict[str, Any]:
+def _tool_call(call: object, caps: Caps) -> dict[str, object]:
+    args: object
+    response: object
+    call_id: str | None
     if isinstance(call, ToolCall):
         name, args, response, call_id = call.name, call.args, call.response, call.id
     else:  # not a ToolCall: kept as a tool call with its text as arguments
@@ -370,7 +381,7 @@ def tool_counts(conv: Conversation) -> dict[str, int] | None:
     return counts if counts["calls"] else None
 
 
-def reply_record(reply: AgentReply | None, caps: Caps = CAPS) -> dict[str, Any] | None:
+def reply_record(reply: AgentReply | None, caps: Caps = CAPS) -> dict[str, object] | None:
     if reply is None:
         return None
     calls = list(reply.tool_calls or [])
@@ -390,7 +401,7 @@ def reply_record(reply: AgentReply | None, caps: Caps = CAPS) -> dict[str, Any] 
     return record
 
 
-def turn_record(turn: Turn, caps: Caps = CAPS) -> dict[str, Any]:
+def turn_record(turn: Turn, caps: Caps = CAPS) -> dict[str, object]:
     vuser = turn.vuser
     return {
         "index": turn.index,
@@ -412,11 +423,11 @@ def turn_record(turn: Turn, caps: Caps = CAPS) -> dict[str, Any]:
 
 
 def phase_record(phase: PhaseRecord, preview_rows: int, caps: Caps = CAPS,
-                 hashes: dict[int, str] | None = None) -> dict[str, Any]:
+                 hashes: dict[int, str] | None = None) -> dict[str, object]:
     def clip(text: str | None) -> str | None:
         return _clip(text, caps.text)
 
-    def execution(result: ExecutionResult | None) -> dict[str, Any] | None:
+    def execution(result: ExecutionResult | None) -> dict[str, object] | None:
         return execution_record(result, preview_rows, caps, hashes)
 
     return {
@@ -447,14 +458,14 @@ def phase_record(phase: PhaseRecord, preview_rows: int, caps: Caps = CAPS,
     }
 
 
-def _score(score: Any, limit: int) -> dict[str, Any]:
+def _score(score: Score, limit: int) -> dict[str, object]:
     if type(score) is not Score:  # a plugin's subclass: every field it has
         fields = dataclasses.asdict(score)
     else:  # the fields by name (dataclasses.asdict deep-copies every value first: a sixth of a record's cost)
         fields = {"value": score.value, "passed": score.passed, "applicable": score.applicable, "detail": score.detail}
         if score.usage is not None:  # a judge's model calls
             fields["usage"] = score.usage
-    kept: dict[str, Any] = plain(fields | {"flags": list(score.flags)}, limit)
+    kept: dict[str, object] = plain(fields | {"flags": list(score.flags)}, limit)
     return kept
 
 
@@ -464,7 +475,7 @@ def _cleaned(phase: PhaseRecord) -> bool:
     return bool(phase.golden_run_sql) and phase.golden_run_sql != written
 
 
-def ambiguity_types(item: Any) -> list[str]:
+def ambiguity_types(item: Item) -> list[str]:
     """The kinds of ambiguity the item's opening question has, for slicing: the annotated type
     (``semantic_ambiguity``, ...) of each critical ambiguity, ``knowledge`` for deleted knowledge."""
     types = {a.type or a.kind if a.kind == "critical" else "knowledge" for a in item.ambiguities if a.kind != "non_critical"}
@@ -485,7 +496,7 @@ def reward(conv: Conversation) -> float:
     return round(total, 4)
 
 
-def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashes: dict[int, str]) -> dict[str, Any]:
+def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashes: dict[int, str]) -> dict[str, object]:
     item = conv.item
     usage = {"prompt": 0, "completion": 0, "total": 0}
     for turn in conv.turns:
@@ -495,7 +506,7 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
             usage["total"] += turn.reply.usage.total
     # every text of the record's own fields (item fields, ids...) is cleaned and capped; the
     # turns and phases are built clean (each of their texts is cut where it is read)
-    record: dict[str, Any] = plain({
+    record: dict[str, object] = plain({
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "item_id": item.id,
@@ -530,18 +541,18 @@ def _build(conv: Conversation, run_id: str, preview_rows: int, caps: Caps, hashe
     return record
 
 
-def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, extra: dict[str, Any] | None = None,
-                   caps: Caps = CAPS) -> tuple[dict[str, Any], str]:
+def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, extra: Mapping[str, object] | None = None,
+                   caps: Caps = CAPS) -> tuple[dict[str, object], str]:
     """The record of ``conv`` (with ``extra`` fields) within ``caps``, and its journal line (JSON,
     no newline). Above ``caps.record`` bytes the record is rebuilt with tighter caps, step by
     step; the last step is kept whatever its size (a conversation of very many turns)."""
     hashes: dict[int, str] = {}  # each result is hashed once, whatever the number of steps
     _MEMO.texts = {}  # and each raw value serialized once (the conversation holds them: ids are stable)
     try:
-        extra = plain(extra or {}, caps.text)
+        extra_fields: dict[str, object] = plain(extra or {}, caps.text)
         steps = _tighter(caps)
         for step, step_caps in enumerate(steps):
-            record = _build(conv, run_id, preview_rows, step_caps, hashes) | extra
+            record = _build(conv, run_id, preview_rows, step_caps, hashes) | extra_fields
             if step:
                 record["record_truncated"] = True
             # why it failed, from the record as written (so it equals diagnose() of the journal line)
@@ -554,7 +565,7 @@ def bounded_record(conv: Conversation, run_id: str, preview_rows: int = 5, *, ex
         _MEMO.texts = None
 
 
-def _without_secrets(record: dict[str, Any], line: str) -> tuple[dict[str, Any], str]:
+def _without_secrets(record: dict[str, object], line: str) -> tuple[dict[str, object], str]:
     """The record with the secrets this process knows (an agent that echoes its API key, an error
     quoting a URL's token) replaced by ``***`` — rare, so the line is rebuilt only then."""
     if scrub(line) == line:
@@ -563,6 +574,6 @@ def _without_secrets(record: dict[str, Any], line: str) -> tuple[dict[str, Any],
     return record, dumps(record)
 
 
-def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5, caps: Caps = CAPS) -> dict[str, Any]:
+def conversation_record(conv: Conversation, run_id: str, preview_rows: int = 5, caps: Caps = CAPS) -> dict[str, object]:
     """The journal record of ``conv`` (see :func:`bounded_record`)."""
     return bounded_record(conv, run_id, preview_rows, caps=caps)[0]

@@ -97,7 +97,7 @@ def repair_journal(run_dir: Path, on_record: Callable[[dict[str, Any]], None],
 
 def _last_records(source: BinaryIO, state: JournalState) -> set[int]:
     """First pass: the offset of each conversation's last record (the others are counted as dropped)."""
-    last: dict[tuple[Any, str, int], int] = {}
+    last: dict[tuple[object, str, int], int] = {}
     records = 0
     for here, raw in journal_lines(source):
         if raw is not None and not raw.strip():

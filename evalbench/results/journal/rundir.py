@@ -21,9 +21,9 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from evalbench.config.prices import PriceTable, RunPricing
 from evalbench.core.conversation import Conversation
@@ -35,6 +35,10 @@ from evalbench.results.schema import JournalRecord, Manifest, RecordRefused, che
 from evalbench.results.summary.aggregate import SummaryBuilder
 from evalbench.results.summary.taxonomy import record_diagnosis
 
+if TYPE_CHECKING:
+    from evalbench.results.journal.repair import JournalState
+
+_T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
 SCORES_NATIVE = "scores_native.csv"  # ours, streamed; scores.csv is EvalBench's (render/evalbench_csv.py)
@@ -42,7 +46,13 @@ SCORES_COLUMNS = ["run_id", "item_id", "dialect", "database", "phase", "scorer",
                   "diagnosis"]
 
 
-def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
+class RowWriter(Protocol):
+    """What :func:`write_score_rows` writes to (a ``csv.writer``)."""
+
+    def writerow(self, row: Iterable[object], /) -> object: ...
+
+
+def write_score_rows(writer: RowWriter, record: dict[str, Any], run_id: str) -> None:
     """The scores_native.csv rows of one record: one per (phase, scorer); text cells that a
     spreadsheet would run as a formula are neutralised (:func:`~evalbench.results.render.evalbench_csv.safe_cell`).
     ``diagnosis``: the failure kind of the conversation, on the rows of the phase it is about."""
@@ -55,15 +65,15 @@ def write_score_rows(writer: Any, record: dict[str, Any], run_id: str) -> None:
                                       ";".join(score["flags"]), kind]))
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> str:
     return clean_text(str(value))
 
 
 class RunWriter:
     def __init__(self, run_dir: Path, run_id: str, *, preview_rows: int, metric_scorers: set[str],
-                 simulator: dict[str, Any] | None = None, resume: bool = False, run_again: frozenset[str] | None = None,
+                 simulator: dict[str, object] | None = None, resume: bool = False, run_again: frozenset[str] | None = None,
                  trials: int = 1, pricing: RunPricing | None = None,
-                 on_record: Callable[[dict[str, Any]], None] | None = None, caps: Caps = CAPS) -> None:
+                 on_record: Callable[[dict[str, object]], None] | None = None, caps: Caps = CAPS) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
         self.preview_rows = preview_rows
@@ -97,7 +107,7 @@ class RunWriter:
             raise
         self._journal_size = os.fstat(self._journal_fd).st_size
 
-    def _repair(self, run_again: frozenset[str] | None) -> Any:
+    def _repair(self, run_again: frozenset[str] | None) -> JournalState:
         """Resume: the journal repaired; its finished conversations count as if this process had run them."""
         from evalbench.results.journal.repair import RUN_AGAIN, repair_journal
 
@@ -107,7 +117,7 @@ class RunWriter:
             raise OutputError(self._journal_path, exc) from None
 
     @staticmethod
-    def _open(path: Path, opener: Callable[[], Any]) -> Any:
+    def _open(path: Path, opener: Callable[[], _T]) -> _T:
         try:
             return opener()
         except OSError as exc:
@@ -119,12 +129,12 @@ class RunWriter:
         if self.on_record is not None:
             self.on_record(record)
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def write_manifest(self, manifest: Mapping[str, object]) -> None:
         text = json.dumps(clean_value(manifest), indent=2, default=_json_default) + "\n"
         check_written(Manifest, json.loads(text), str(self.run_dir / "manifest.json"))
         write_atomic(self.run_dir / "manifest.json", text)
 
-    def record(self, conv: Conversation) -> dict[str, Any]:
+    def record(self, conv: Conversation) -> dict[str, object]:
         """Journal one completed conversation (thread-safe). Raises :class:`OutputError` when the
         journal or a report cannot be written; after that, nothing more is written."""
         extra = {"simulator": self.simulator} | usage_fields(conv, self.pricing)
@@ -175,13 +185,13 @@ class RunWriter:
     def _write_scores(self, record: dict[str, Any]) -> None:
         self._scores_write(lambda: write_score_rows(self._scores, record, self.run_id))
 
-    def _scores_write(self, write: Callable[[], Any]) -> None:
+    def _scores_write(self, write: Callable[[], object]) -> None:
         try:
             write()
         except OSError as exc:
             raise OutputError(self._scores_path, exc) from None
 
-    def finish(self, **extra: Any) -> dict[str, Any]:
+    def finish(self, **extra: object) -> dict[str, Any]:
         """The run's summary (the reports are written from it by :mod:`evalbench.results.render.reports`)."""
         with self._lock:
             summary: dict[str, Any] = clean_value(self.summary.result(run_id=self.run_id, **extra))

@@ -20,7 +20,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from evalbench.core.errors import RunDirError
 
@@ -88,7 +88,7 @@ def open_run_file(run_dir: Path, name: str, *, missing_ok: bool = False,
         yield handle
 
 
-def read_json(run_dir: Path, name: str, *, missing_ok: bool = False) -> Any:
+def read_json(run_dir: Path, name: str, *, missing_ok: bool = False) -> object:
     """The JSON value of ``run_dir/name`` (a BOM is accepted); None when it does not exist and ``missing_ok``."""
     with open_run_file(run_dir, name, missing_ok=missing_ok, max_bytes=MAX_JSON_BYTES) as handle:
         if handle is None:
@@ -103,7 +103,7 @@ def read_json(run_dir: Path, name: str, *, missing_ok: bool = False) -> Any:
     return parse_json(raw, where)
 
 
-def parse_json(raw: bytes, where: str, line: int | None = None) -> Any:
+def parse_json(raw: bytes, where: str, line: int | None = None) -> object:
     """``raw`` as JSON: UTF-8 (a BOM is accepted), nested at most :data:`MAX_DEPTH` deep; a
     :class:`RunDirError` naming ``where`` (and ``line``) says what is wrong."""
     try:
@@ -120,18 +120,18 @@ def parse_json(raw: bytes, where: str, line: int | None = None) -> Any:
     return value
 
 
-def loads(raw: bytes) -> Any:
+def loads(raw: bytes) -> object:
     """``json.loads`` of UTF-8 bytes (a BOM is accepted), refusing nesting deeper than
     :data:`MAX_DEPTH` (a ValueError); UnicodeDecodeError and JSONDecodeError as ``json.loads`` raises them."""
-    value = json.loads(raw.decode("utf-8-sig"))
+    value: object = json.loads(raw.decode("utf-8-sig"))
     if too_deep(value):
         raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
     return value
 
 
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests lists and objects more than ``limit`` deep (iteratively: no recursion)."""
-    stack = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()

@@ -15,6 +15,7 @@ and refuses a version it does not read.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from evalbench.results.journal.safe_read import read_json
 from evalbench.results.schema import JournalRecord, Manifest, RunRecord, Summary, SummaryExtra
 
 
-def record_problem(value: Any) -> str | None:
+def record_problem(value: object) -> str | None:
     """Why ``value`` (a parsed journal line) is not a conversation record; None when it is one."""
     if not isinstance(value, dict):
         return "not a JSON object"
@@ -66,10 +67,11 @@ def read_manifest(run_dir: Path, *, missing_ok: bool = False) -> dict[str, Any]:
     return _checked(Manifest, run_dir, "manifest.json", "a run manifest", missing_ok=missing_ok) or {}
 
 
-def summary_extra(manifest: dict[str, Any]) -> dict[str, Any]:
+def summary_extra(manifest: Mapping[str, object]) -> dict[str, object]:
     """The run facts of a (checked) manifest that a summary rebuilt from the journal copies: only
     the keys of :class:`~evalbench.results.schema.SummaryExtra` (another key could replace a computed one, e.g. ``scorers``)."""
     extra = manifest.get("summary_extra") or {}
+    assert isinstance(extra, dict), "a checked manifest's summary_extra is an object"
     return {key: extra[key] for key in SummaryExtra.model_fields if key in extra}
 
 

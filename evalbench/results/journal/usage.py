@@ -13,11 +13,14 @@ A role replayed from another run (``evalbench rescore``: the agent, the virtual 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from evalbench.config.prices import RunPricing
 from evalbench.core.conversation import Conversation
 from evalbench.core.usage import CallUsage
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
 
 AGENT, VUSER, JUDGE = "agent", "vuser", "judge:"
 
@@ -41,10 +44,24 @@ def role_usage(conv: Conversation, agent_model: str | None = None) -> dict[str, 
     return roles
 
 
-def usage_entry(usage: CallUsage, pricing: RunPricing, replayed: bool = False) -> dict[str, Any]:
+class UsageEntry(TypedDict):
+    """One role's entry in a journal record's ``usage`` (:class:`~evalbench.results.schema.Usage`)."""
+
+    model: str | None
+    calls: int
+    prompt: int
+    completion: int
+    total: int
+    unreported: int
+    price: dict[str, object] | None
+    cost_usd: float | None
+    replayed: NotRequired[bool]
+
+
+def usage_entry(usage: CallUsage, pricing: RunPricing, replayed: bool = False) -> UsageEntry:
     """One role's journal entry: its model, counts, the price used and the cost (None: unknown)."""
     price = pricing.table.price(usage.model)
-    entry: dict[str, Any] = {
+    entry: UsageEntry = {
         "model": usage.model, "calls": usage.calls, "prompt": usage.prompt, "completion": usage.completion,
         "total": usage.total, "unreported": usage.unreported,
         "price": price.model_dump() if price is not None else None,
@@ -55,10 +72,11 @@ def usage_entry(usage: CallUsage, pricing: RunPricing, replayed: bool = False) -
     return entry
 
 
-def usage_fields(conv: Conversation, pricing: RunPricing) -> dict[str, Any]:
+def usage_fields(conv: Conversation, pricing: RunPricing) -> dict[str, object]:
     """The record's ``usage`` (role -> entry) and ``cost_usd`` (the sum; None when a role's cost is unknown)."""
     entries = {role: usage_entry(usage, pricing, role in pricing.replayed)
                for role, usage in role_usage(conv, pricing.agent_model).items()}
     costs = [entry["cost_usd"] for entry in entries.values()]
-    total = None if None in costs else round(sum(costs), 8)
+    known = [cost for cost in costs if cost is not None]
+    total = None if len(known) < len(costs) else round(sum(known), 8)
     return {"usage": entries, "cost_usd": total}

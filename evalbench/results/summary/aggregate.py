@@ -17,9 +17,9 @@ independent outcomes.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from evalbench.core.conversation import Outcome
 from evalbench.results.journal.lines import invalid_reason, phase_passed
@@ -38,7 +38,14 @@ INVALID = "invalid_item"  # the dataset's golden SQL cannot judge the item: repo
 MAX_LISTED = 1000  # invalid items listed in summary.json
 
 
-def _rate(passed: int, total: int, items: ItemCounts | None = None, key: object = None) -> dict[str, Any]:
+class Rate(TypedDict):
+    """A rate and its interval (None: no denominator, no interval)."""
+
+    rate: float | None
+    ci: list[float] | None
+
+
+def _rate(passed: int, total: int, items: ItemCounts | None = None, key: object = None) -> Rate:
     """The rate and its interval: over outcomes, or with ``items`` (a run with trials) over items."""
     ci = rate_ci(passed, total) if items is None else items.ci(key)
     return {
@@ -68,8 +75,8 @@ class _Tally:
             self.values += 1
         self.flags.update(score.get("flags") or ())
 
-    def as_dict(self, is_metric: bool, items: ItemCounts | None = None, key: object = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"applicable": self.applicable, "not_applicable": self.not_applicable}
+    def as_dict(self, is_metric: bool, items: ItemCounts | None = None, key: object = None) -> dict[str, object]:
+        out: dict[str, object] = {"applicable": self.applicable, "not_applicable": self.not_applicable}
         if is_metric:
             out["mean"] = round(self.value_sum / self.values, 4) if self.values else None
         else:
@@ -217,14 +224,14 @@ class SummaryBuilder:
         for kind in record.get("ambiguity_types") or (["none"] if not record.get("ambiguous") else ["unspecified"]):
             yield "ambiguity", kind
 
-    def _entry(self, counts: Counter[str], key: object) -> dict[str, Any]:
-        entry = {"total": counts["total"], "passed": counts["passed"]} | _rate(counts["passed"], counts["total"],
-                                                                               self.items, key)
+    def _entry(self, counts: Counter[str], key: object) -> dict[str, object]:
+        entry: dict[str, object] = {"total": counts["total"], "passed": counts["passed"]}
+        entry |= _rate(counts["passed"], counts["total"], self.items, key)
         if counts["not_judged"]:
             entry["not_judged"] = counts["not_judged"]
         return entry
 
-    def _tools(self, judged: int) -> dict[str, Any]:
+    def _tools(self, judged: int) -> dict[str, int | float | None]:
         """Discovery tool metrics: calls (and per conversation held), errors, conversations that ran
         out of budget."""
         return {"calls": self.tools["calls"], "mean_calls": round(self.tools["calls"] / judged, 3) if judged else None,
@@ -232,14 +239,14 @@ class SummaryBuilder:
                 "conversations_with_calls": self.tools["conversations"],
                 "conversations_out_of_budget": self.tools["out_of_budget"]}
 
-    def result(self, **extra: Any) -> dict[str, Any]:
-        scorers: dict[str, dict[str, Any]] = {}
+    def result(self, **extra: object) -> dict[str, object]:
+        scorers: dict[str, dict[str, dict[str, object]]] = {}
         phase_order = {"main": 0, "follow_up": 1}
         for (name, phase), tally in sorted(self.scores.items(), key=lambda kv: (kv[0][0], phase_order.get(kv[0][1], 9))):
             scorers.setdefault(name, {})[phase] = tally.as_dict(name in self.metric_scorers, self.items, ("scorer", name, phase))
         success = {phase: self._entry(counts, ("success", phase))
                    for phase, counts in sorted(self.success.items(), key=lambda kv: phase_order.get(kv[0], 9))}
-        slices: dict[str, dict[str, Any]] = {}
+        slices: dict[str, dict[str, dict[str, object]]] = {}
         for (key, value), counts in sorted(self.slices.items()):
             slices.setdefault(key, {})[value] = self._entry(counts, ("slice", key, value))
         slices["phase"] = success
@@ -283,12 +290,18 @@ class SummaryBuilder:
             **({"trials": self.trials.result()} if self.trials is not None else {}),
             "cost": self.cost.result(),
             **({"official": self.official.result()}
-               if (extra.get("scoring") or {}).get("semantics") == "bird_interact" else {}),
+               if _semantics(extra) == "bird_interact" else {}),
             **extra,
         }
 
 
-def tools_text(tools: dict[str, Any]) -> str:
+def _semantics(extra: Mapping[str, object]) -> object:
+    """The ``scoring.semantics`` of a summary's run facts (None: not recorded)."""
+    scoring = extra.get("scoring") or {}
+    return scoring.get("semantics") if isinstance(scoring, Mapping) else None
+
+
+def tools_text(tools: Mapping[str, object]) -> str:
     """The discovery tool metrics of a summary's ``conversation.tools``, in one line."""
     return (f"{tools.get('calls', 0)} calls (mean {tools.get('mean_calls')} per conversation), {tools.get('errors', 0)} error(s), "
             f"{tools.get('budget_refusals', 0)} refused over the budget in {tools.get('conversations_out_of_budget', 0)} "

@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -191,7 +191,7 @@ class RunInfo:
     path: Path
     run_id: str
     agent: str
-    seed: Any
+    seed: object
     created_at: str | None
     dataset: str | None
     records: int = 0
@@ -230,7 +230,7 @@ class Comparison:
 # ------------------------------------------------------------------------------------ reading
 
 
-def _natural_key(text: str) -> list[Any]:
+def _natural_key(text: str) -> list[tuple[int, int, str]]:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part]
 
 
@@ -328,7 +328,7 @@ def _differences(a: dict[str, Any], b: dict[str, Any], metric: str) -> tuple[lis
 SCORING_IDENTITY = ("semantics", "empty_gold", "primary", "accept_nl_answers")
 
 
-def scoring_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+def scoring_differences(a: Mapping[str, object] | None, b: Mapping[str, object] | None) -> list[str]:
     """How two runs decide their verdicts differently (the manifests' or summaries' ``scoring``):
     another semantics or other primary scorers make their success rates incomparable."""
     if a is None and b is None:
@@ -356,7 +356,7 @@ def _side(record: dict[str, Any], phase: dict[str, Any], metric: str, run_dir: P
     reason = invalid_reason(record, phase)
     if reason is not None:  # in no rate: not paired
         return Side(outcome="invalid_item", passed=None, applicable=False, detail=reason[:DETAIL_CHARS])
-    score: dict[str, Any] | None
+    score: Mapping[str, object] | None
     if metric == SUCCESS:
         verdict, primary = _phase_verdict(phase)
         score = {"applicable": True, "passed": verdict,
@@ -445,7 +445,7 @@ def compare_runs(run_a: Path, run_b: Path, *, force: bool = False, metric: str |
             ids.sort(key=_natural_key)
         _statistics(tally, list((per_item.get(tally.phase) or {}).values()))
 
-    def flip_key(flip: Flip) -> tuple[int, list[Any]]:
+    def flip_key(flip: Flip) -> tuple[int, list[tuple[int, int, str]]]:
         return order.get(flip.phase, len(order)), _natural_key(flip.name)
 
     regressions.sort(key=flip_key)
@@ -620,7 +620,7 @@ def render_text(c: Comparison) -> str:
     return "\n".join(out) + "\n"
 
 
-def _md(text: Any, limit: int = 200) -> str:
+def _md(text: object, limit: int = 200) -> str:
     """A Markdown table cell: escaped, one line, clipped."""
     value = " ".join(str("" if text is None else text).split())
     if len(value) > limit:
@@ -675,7 +675,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value))
 
 

@@ -12,11 +12,16 @@ the source run's): ``spent_usd`` is what this run's own calls cost.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from evalbench.results.journal.lines import trial_of
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
+_R = TypeVar("_R", bound=dict[str, Any])  # a journal record
 
 AGENT, VUSER = "agent", "vuser"
 COUNTS = ("calls", "prompt", "completion", "total", "unreported")
@@ -35,12 +40,41 @@ def signed_usd(value: float | None) -> str:
     return "unknown" if value is None else ("+" if value >= 0 else "-") + usd(abs(value))
 
 
+class RoleCost(TypedDict):
+    """One (role, model) entry of ``summary.json → cost → roles``."""
+
+    role: str
+    model: str | None
+    calls: int
+    prompt: int
+    completion: int
+    total: int
+    unreported: int
+    cost_usd: float | None
+    unpriced_conversations: int
+    price: dict[str, object] | None
+    replayed: NotRequired[bool]
+
+
+class CostSummary(TypedDict):
+    """``summary.json → cost``, as :meth:`CostTally.result` builds it."""
+
+    currency: str
+    total_usd: float | None
+    priced_usd: float
+    mean_per_conversation_usd: float | None
+    conversations: int
+    without_usage: int
+    roles: list[RoleCost]
+    spent_usd: NotRequired[float | None]
+
+
 @dataclass
 class _Role:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     cost: float = 0.0
     unpriced: int = 0  # conversations whose tokens of this role had no price
-    price: dict[str, Any] | None = None
+    price: dict[str, object] | None = None
     replayed: bool = False
 
 
@@ -86,32 +120,35 @@ class CostTally:
         if self.items is not None:
             self.items[(str(record.get("item_id")), trial_of(record))] = record_cost(record)
 
-    def tap(self, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def tap(self, records: Iterable[_R]) -> Iterator[_R]:
         """``records`` as they are, each one added on its way through."""
         for record in records:
             self.add(record)
             yield record
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> CostSummary:
         """``summary.json → cost`` (docs/results_schema.md)."""
         roles = [self._entry(role, model, tally) for (role, model), tally in sorted(self.roles.items(), key=_role_order)]
         priced = round(sum(r["cost_usd"] or 0.0 for r in roles if r["cost_usd"] is not None)
                        + sum(t.cost for t in self.roles.values() if t.unpriced), 8)
         unknown = any(r["cost_usd"] is None for r in roles)
         total = None if unknown else priced
-        out: dict[str, Any] = {
+        out: CostSummary = {
             "currency": "USD", "total_usd": total, "priced_usd": priced,
             "mean_per_conversation_usd": round(total / self.conversations, 8) if total is not None and self.conversations else None,
             "conversations": self.conversations, "without_usage": self.without_usage, "roles": roles,
         }
         if any(r.get("replayed") for r in roles):
-            out["spent_usd"] = None if any(r["cost_usd"] is None for r in roles if not r.get("replayed")) else \
-                round(sum(r["cost_usd"] for r in roles if not r.get("replayed")), 8)
+            spent = [r["cost_usd"] for r in roles if not r.get("replayed")]
+            known = [cost for cost in spent if cost is not None]
+            out["spent_usd"] = None if len(known) < len(spent) else round(sum(known), 8)
         return out
 
     @staticmethod
-    def _entry(role: str, model: str | None, tally: _Role) -> dict[str, Any]:
-        entry: dict[str, Any] = {"role": role, "model": model, **tally.counts,
+    def _entry(role: str, model: str | None, tally: _Role) -> RoleCost:
+        counts = tally.counts  # in COUNTS order
+        entry: RoleCost = {"role": role, "model": model, "calls": counts["calls"], "prompt": counts["prompt"],
+                           "completion": counts["completion"], "total": counts["total"], "unreported": counts["unreported"],
                                  "cost_usd": None if tally.unpriced else round(tally.cost, 8),
                                  "unpriced_conversations": tally.unpriced, "price": tally.price}
         if tally.replayed:
@@ -126,7 +163,7 @@ def record_cost(record: dict[str, Any]) -> float | None:
     return None if len(known) < len(costs) else round(sum(known), 8)
 
 
-def _role_order(key: tuple[tuple[str, str | None], Any]) -> tuple[int, str, str]:
+def _role_order(key: tuple[tuple[str, str | None], _Role]) -> tuple[int, str, str]:
     role, model = key[0]
     return ({AGENT: 0, VUSER: 1}.get(role, 2), role, model or "")
 
@@ -134,15 +171,15 @@ def _role_order(key: tuple[tuple[str, str | None], Any]) -> tuple[int, str, str]
 # ------------------------------------------------------------------------------ text
 
 
-def _tokens(entry: dict[str, Any]) -> str:
+def _tokens(entry: Mapping[str, object]) -> str:
     return f"{entry.get('total', 0):,} tokens ({entry.get('prompt', 0):,} in, {entry.get('completion', 0):,} out)"
 
 
-def _who(entry: dict[str, Any]) -> str:
+def _who(entry: Mapping[str, object]) -> str:
     return str(entry["role"]) + (f" {entry['model']}" if entry.get("model") else "")
 
 
-def cost_lines(cost: dict[str, Any] | None) -> list[str]:
+def cost_lines(cost: Mapping[str, Any] | None) -> list[str]:
     """The cost of a run (``summary.json → cost``) as lines for the console and summary.md; none
     for a summary written before cost existed."""
     if not cost:
@@ -172,7 +209,7 @@ def cost_lines(cost: dict[str, Any] | None) -> list[str]:
 COST_HEADER = ("role", "model", "calls", "input tokens", "output tokens", "total tokens", "USD")
 
 
-def cost_rows(cost: dict[str, Any] | None) -> list[tuple[str, ...]]:
+def cost_rows(cost: Mapping[str, Any] | None) -> list[tuple[str, ...]]:
     """One row per role (:data:`COST_HEADER`), then the total; none without a cost."""
     if not cost:
         return []
@@ -191,8 +228,8 @@ def cost_rows(cost: dict[str, Any] | None) -> list[tuple[str, ...]]:
 class CostComparison:
     """Two runs' costs (``summary.json → cost`` form) and the paired items whose cost changed most."""
 
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: CostSummary
+    b: CostSummary
     items: list[tuple[str, float, float]]  # (item, A USD, B USD), largest |B - A| first
 
 
@@ -215,16 +252,23 @@ def _delta(a: float | None, b: float | None) -> str:
     return "unknown" if a is None or b is None else signed_usd(round(b - a, 8))
 
 
+class _Merged(TypedDict):
+    models: list[str]
+    total: int
+    cost_usd: float | None
+
+
 def comparison_rows(c: CostComparison) -> list[tuple[str, ...]]:
     """One row per role present in either run (:data:`COMPARE_HEADER`), then the total and the
     mean per conversation."""
-    def by_role(cost: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        merged: dict[str, dict[str, Any]] = {}
+    def by_role(cost: CostSummary) -> dict[str, _Merged]:
+        merged: dict[str, _Merged] = {}
         for r in cost.get("roles") or []:
             into = merged.setdefault(r["role"], {"models": [], "total": 0, "cost_usd": 0.0})
             into["models"].append(r.get("model") or "—")
             into["total"] += r.get("total") or 0
-            into["cost_usd"] = None if into["cost_usd"] is None or r.get("cost_usd") is None else into["cost_usd"] + r["cost_usd"]
+            cost_usd = r.get("cost_usd")
+            into["cost_usd"] = None if into["cost_usd"] is None or cost_usd is None else into["cost_usd"] + cost_usd
         return merged
 
     a, b = by_role(c.a), by_role(c.b)
@@ -235,8 +279,9 @@ def comparison_rows(c: CostComparison) -> list[tuple[str, ...]]:
                      f"{ra['total']:,}" if ra else "—", f"{rb['total']:,}" if rb else "—",
                      usd(ra["cost_usd"]) if ra else usd(0.0), usd(rb["cost_usd"]) if rb else usd(0.0),
                      _delta(ra["cost_usd"] if ra else 0.0, rb["cost_usd"] if rb else 0.0)))
-    for label, key in (("total", "total_usd"), ("per conversation", "mean_per_conversation_usd")):
-        rows.append((label, "", "", "", "", usd(c.a.get(key)), usd(c.b.get(key)), _delta(c.a.get(key), c.b.get(key))))
+    for label, usd_a, usd_b in (("total", c.a.get("total_usd"), c.b.get("total_usd")),
+                                ("per conversation", c.a.get("mean_per_conversation_usd"), c.b.get("mean_per_conversation_usd"))):
+        rows.append((label, "", "", "", "", usd(usd_a), usd(usd_b), _delta(usd_a, usd_b)))
     return rows
 
 

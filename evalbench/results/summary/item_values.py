@@ -29,7 +29,7 @@ from evalbench.results.summary.trials import trial_passed
 
 __all__ = ["Item", "item_values", "journal_item_values"]
 
-Item = tuple[Any, str]  # (dialect, item id)
+Item = tuple[object, str]  # (dialect, item id)
 TRIAL_METRICS = ("pass_hat_k", "pass_at_k", "consistency")
 INVALID = "invalid_item"
 

@@ -58,7 +58,7 @@ class OfficialTally:
                 first, debugged = REWARDS[Phase(name)]
                 self.reward += debugged if phase.get("debug_used") else first
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> dict[str, int | float | None]:
         def rate(count: int) -> float | None:
             return round(count / self.total, 4) if self.total else None
 

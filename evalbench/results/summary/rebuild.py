@@ -28,7 +28,7 @@ def rebuild_summary(run_dir: Path) -> dict[str, Any]:
 
 
 def completeness(summary: dict[str, Any], manifest: dict[str, Any], *, finished: bool | None = None,
-                 journal: JournalStats | None = None) -> dict[str, Any]:
+                 journal: JournalStats | None = None) -> dict[str, object]:
     """``complete`` and ``completeness`` for a summary: a run is incomplete when its journal holds
     fewer conversations than the dataset has items (``manifest.json → dataset.items``, which
     counts neither malformed records nor items filtered out by ``query_types`` or left out by a

@@ -64,10 +64,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 
 class FailureKind(str, Enum):
@@ -99,6 +99,15 @@ class FailureKind(str, Enum):
         return self.value
 
 
+class DiagnosisDict(TypedDict):
+    """A journal record's ``diagnosis`` field (:meth:`Diagnosis.as_dict`)."""
+
+    kind: str
+    phase: str
+    message: str
+    flags: list[str]
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     """Why one conversation failed: the kind, the phase it is about, and the evidence."""
@@ -112,7 +121,7 @@ class Diagnosis:
         flags = f" [{', '.join(self.flags)}]" if self.flags else ""
         return f"{self.kind.value} — {self.message}{flags}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> DiagnosisDict:
         """JSON-able form (for reports)."""
         return {"kind": self.kind.value, "phase": self.phase, "message": self.message, "flags": list(self.flags)}
 
@@ -134,20 +143,22 @@ _NAMES_SHOWN = 6  # column names listed in a message
 # --------------------------------------------------------------------------- verdicts
 
 
-def primary_verdict(phase: dict[str, Any], primary: str | None = None) -> tuple[str, dict[str, Any]] | None:
+def primary_verdict(phase: Mapping[str, object], primary: str | None = None) -> tuple[str, Mapping[str, object]] | None:
     """``(scorer, score)`` of the phase's primary verdict, or None when no scorer gave one."""
-    scores: dict[str, Any] = phase.get("scores") or {}
+    scores = _obj(phase.get("scores"))
     for name in (primary, phase.get("primary")):  # the given scorer, then the one the record names
-        score = scores.get(name) if name is not None else None
-        if score is not None and score.get("applicable", True) and score.get("passed") is not None:
-            return str(name), score
+        if not isinstance(name, str):  # none named (a key of another type names no score either)
+            continue
+        score = scores.get(name)
+        if isinstance(score, Mapping) and score.get("applicable", True) and score.get("passed") is not None:
+            return name, score
     for name, score in scores.items():
-        if score.get("applicable", True) and score.get("passed") is not None:
+        if isinstance(score, Mapping) and score.get("applicable", True) and score.get("passed") is not None:
             return name, score
     return None
 
 
-def phase_failed(phase: dict[str, Any], primary: str | None = None) -> bool:
+def phase_failed(phase: Mapping[str, object], primary: str | None = None) -> bool:
     """The phase ended early, or its primary verdict is a failure (a phase whose golden SQL is
     broken — ``invalid_item`` — judged nothing: it does not fail)."""
     outcome = phase.get("outcome")
@@ -159,29 +170,29 @@ def phase_failed(phase: dict[str, Any], primary: str | None = None) -> bool:
     return verdict is not None and verdict[1].get("passed") is False
 
 
-def passed(record: dict[str, Any], primary: str | None = None) -> bool:
+def passed(record: Mapping[str, object], primary: str | None = None) -> bool:
     """The conversation scored and every phase's primary verdict passed."""
     if record.get("outcome") != "scored":
         return False
-    return not any(phase_failed(p, primary) for p in record.get("phases") or [])
+    return not any(phase_failed(p, primary) for p in _objs(record.get("phases")))
 
 
 # --------------------------------------------------------------------------- diagnose
 
 
-def diagnose(record: dict[str, Any], primary: str | None = None) -> Diagnosis | None:
+def diagnose(record: Mapping[str, object], primary: str | None = None) -> Diagnosis | None:
     """Why the conversation of ``record`` failed (see the module docstring for the rules and
     their precedence); None when it passed."""
     if passed(record, primary):
         return None
     outcome = record.get("outcome")
-    phases: list[dict[str, Any]] = record.get("phases") or []
+    phases = _objs(record.get("phases"))
     if outcome in ("cancelled", "db_error"):
         where = next((p for p in phases if p.get("outcome") in (outcome, None)), phases[-1] if phases else None)
         message = (where or {}).get("error") or record.get("error") or outcome
         if outcome == "cancelled":
-            message = f"{message} after {len(record.get('turns') or [])} turn(s)"
-        return _make(OUTCOME_KINDS[outcome], _phase_name(where), message)
+            message = f"{message} after {len(_arr(record.get('turns')))} turn(s)"
+        return _make(OUTCOME_KINDS[str(outcome)], _phase_name(where), message)
     if outcome == "invalid_item":
         return _make(FailureKind.INVALID_ITEM, "main", record.get("error") or "the golden SQL cannot judge an answer")
     for phase in phases:
@@ -192,18 +203,20 @@ def diagnose(record: dict[str, Any], primary: str | None = None) -> Diagnosis | 
     return _make(kind, _phase_name(last), record.get("error") or f"conversation ended with outcome {outcome}")
 
 
-def diagnosis_field(record: dict[str, Any]) -> dict[str, Any] | None:
+def diagnosis_field(record: Mapping[str, object]) -> DiagnosisDict | None:
     """The journal record's ``diagnosis`` field: :meth:`Diagnosis.as_dict` of :func:`diagnose`
     (each phase's own primary verdict), or None when the conversation passed."""
     found = diagnose(record)
     return None if found is None else found.as_dict()
 
 
-def record_diagnosis(record: dict[str, Any]) -> dict[str, Any] | None:
+def record_diagnosis(record: Mapping[str, object]) -> Mapping[str, Any] | None:
     """A record's diagnosis as its ``diagnosis`` field holds it; computed from the record when the
     field is absent (records journaled before the field existed)."""
     stored = record.get("diagnosis", _ABSENT)
-    if stored is None or (isinstance(stored, dict) and isinstance(stored.get("kind"), str)):
+    if stored is None:
+        return None
+    if isinstance(stored, dict) and isinstance(stored.get("kind"), str):
         return stored
     return diagnosis_field(record)
 
@@ -211,7 +224,7 @@ def record_diagnosis(record: dict[str, Any]) -> dict[str, Any] | None:
 _ABSENT = object()
 
 
-def taxonomy_counts(records: Iterable[dict[str, Any]], primary: str | None = None) -> dict[str, int]:
+def taxonomy_counts(records: Iterable[Mapping[str, object]], primary: str | None = None) -> dict[str, int]:
     """Failed conversations per failure kind: every kind, in :class:`FailureKind` order, zeros included."""
     counts: Counter[str] = Counter()
     for record in records:
@@ -221,11 +234,11 @@ def taxonomy_counts(records: Iterable[dict[str, Any]], primary: str | None = Non
     return {kind.value: counts.get(kind.value, 0) for kind in FailureKind}
 
 
-def _diagnose_phase(record: dict[str, Any], phase: dict[str, Any], primary: str | None) -> Diagnosis:
+def _diagnose_phase(record: Mapping[str, object], phase: Mapping[str, object], primary: str | None) -> Diagnosis:
     name = _phase_name(phase)
     outcome = phase.get("outcome")
     if outcome is not None and outcome != "scored":
-        kind = OUTCOME_KINDS.get(outcome, FailureKind.OTHER)
+        kind = OUTCOME_KINDS.get(str(outcome), FailureKind.OTHER)
         return _make(kind, name, _early_end_message(record, phase, kind))
     diagnosis = _diagnose_answer(record, phase, primary)
     leaks = _phase_leaks(record, name)
@@ -234,7 +247,7 @@ def _diagnose_phase(record: dict[str, Any], phase: dict[str, Any], primary: str 
     return diagnosis
 
 
-def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str | None) -> Diagnosis:
+def _diagnose_answer(record: Mapping[str, object], phase: Mapping[str, object], primary: str | None) -> Diagnosis:
     """Rules c to j: the phase was answered and its verdict is a failure."""
     name = _phase_name(phase)
     verdict = primary_verdict(phase, primary)
@@ -244,17 +257,17 @@ def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str
     if verdict is not None and verdict[0] == "answer_match":
         return _make(FailureKind.WRONG_ANSWER, name, f"{_answer_text(phase)}: {detail or 'wrong answer'}")
     generated = phase.get("generated")
-    if not phase.get("sql") or generated is None:
+    if not phase.get("sql") or not isinstance(generated, Mapping):  # None: no SQL was run
         return _make(FailureKind.NO_SQL, name, _no_sql_message(record, name))
     if generated.get("error") is not None:
         error = str(generated["error"])
         if generated.get("error_kind") == "timeout":
             error = f"statement timeout: {error}"
         return _make(FailureKind.SQL_ERROR, name, error)
-    if verdict is not None and "empty_gold" in (verdict[1].get("flags") or ()):
+    if verdict is not None and "empty_gold" in _arr(verdict[1].get("flags")):
         return _make(FailureKind.EMPTY_GOLD, name, f"{verdict[0]}: {detail}")
     result = _compare_results(phase, verdict)
-    asked = int(phase.get("clarifications") or 0)
+    asked = _int(phase.get("clarifications"))
     if name == "main" and record.get("ambiguous") and asked == 0:
         evidence = f"; {result[1]}" if result else ""
         return _make(FailureKind.MISSING_CLARIFICATION, name, f"ambiguous question answered without asking anything{evidence}")
@@ -275,31 +288,32 @@ def _diagnose_answer(record: dict[str, Any], phase: dict[str, Any], primary: str
     return _make(FailureKind.OTHER, name, phase.get("error") or "failed for no recorded reason")
 
 
-def _compare_results(phase: dict[str, Any], verdict: tuple[str, dict[str, Any]] | None) -> tuple[FailureKind, str] | None:
+def _compare_results(phase: Mapping[str, object],
+                     verdict: tuple[str, Mapping[str, object]] | None) -> tuple[FailureKind, str] | None:
     """Rule h: what differs between the generated and the (first usable) golden result."""
     generated = phase.get("generated")
-    goldens = [g for g in phase.get("golden") or [] if g is not None]
+    goldens = _objs(phase.get("golden"))  # the golden results that ran (a null: none)
     golden = next((g for g in goldens if g.get("error") is None), None)
-    if generated is None or golden is None:
+    if not isinstance(generated, Mapping) or golden is None:
         return None
     suffix = f" (first of {len(goldens)} golden results)" if len(goldens) > 1 else ""
-    gen_rows, gold_rows = int(generated.get("row_count") or 0), int(golden.get("row_count") or 0)
+    gen_rows, gold_rows = _int(generated.get("row_count")), _int(golden.get("row_count"))
     if golden.get("truncated"):
         return FailureKind.OTHER, f"the golden result was truncated at the row cap ({gold_rows} rows kept): it cannot be compared"
     if generated.get("truncated"):
         return FailureKind.WRONG_ROW_COUNT, f"generated more than {_n(gen_rows, 'row')} (truncated at the row cap), golden {gold_rows}{suffix}"
     if gen_rows == 0 and gold_rows > 0:
         return FailureKind.EMPTY_RESULT, f"generated 0 rows, golden {gold_rows}{suffix}"
-    gen_cols, gold_cols = list(generated.get("columns") or []), list(golden.get("columns") or [])
+    gen_cols, gold_cols = list(_arr(generated.get("columns"))), list(_arr(golden.get("columns")))
     if gen_rows and len(gen_cols) != len(gold_cols):
         return FailureKind.WRONG_COLUMNS, (f"generated {_columns(gen_cols)}, golden {_columns(gold_cols)}{suffix}")
     if gen_rows != gold_rows:
         return FailureKind.WRONG_ROW_COUNT, f"generated {_n(gen_rows, 'row')}, golden {gold_rows}{suffix}"
     if gen_rows == 0:
         return None  # both empty: nothing in the results explains the verdict
-    flags = set(verdict[1].get("flags") or ()) if verdict else set()
-    for score in (phase.get("scores") or {}).values():
-        flags.update(score.get("flags") or ())
+    flags = set(_arr(verdict[1].get("flags"))) if verdict else set()
+    for score in _obj(phase.get("scores")).values():
+        flags.update(_arr(_obj(score).get("flags")))
     # rows_sha256 (of every row, in order) decides equality when both results carry it; previews
     # count only when complete: every row kept, and no cell or row cut by the record's byte caps.
     gen_hash, gold_hash = _sha(generated), _sha(golden)
@@ -327,7 +341,7 @@ def _compare_results(phase: dict[str, Any], verdict: tuple[str, dict[str, Any]] 
 # --------------------------------------------------------------------------- messages
 
 
-def _early_end_message(record: dict[str, Any], phase: dict[str, Any], kind: FailureKind) -> str:
+def _early_end_message(record: Mapping[str, object], phase: Mapping[str, object], kind: FailureKind) -> str:
     error = phase.get("error") or record.get("error") or str(phase.get("outcome"))
     name = _phase_name(phase)
     if kind in (FailureKind.AGENT_ERROR, FailureKind.TIMEOUT):
@@ -341,12 +355,12 @@ def _early_end_message(record: dict[str, Any], phase: dict[str, Any], kind: Fail
     return str(error)
 
 
-def _answer_text(phase: dict[str, Any]) -> str:
+def _answer_text(phase: Mapping[str, object]) -> str:
     text = " ".join(str(phase.get("answer") or "").split())
     return f"the answer {_clip(text, 120)!r}" if text else "no answer"
 
 
-def _no_sql_message(record: dict[str, Any], phase: str) -> str:
+def _no_sql_message(record: Mapping[str, object], phase: str) -> str:
     reply = _last_reply(record, phase)
     if reply is not None and reply.get("kind") == "answer":
         text = " ".join(str(reply.get("text") or "").split())
@@ -354,28 +368,27 @@ def _no_sql_message(record: dict[str, Any], phase: str) -> str:
     return "the agent returned no SQL"
 
 
-def _phase_leaks(record: dict[str, Any], phase: str) -> str:
+def _phase_leaks(record: Mapping[str, object], phase: str) -> str:
     found = []
-    for turn in record.get("turns") or []:
-        vuser = turn.get("vuser") or {}
-        leaks = (vuser.get("audit") or {}).get("leaks") or []
+    for turn in _objs(record.get("turns")):
+        leaks = _arr(_obj(_obj(turn.get("vuser")).get("audit")).get("leaks"))
         if turn.get("phase") == phase and leaks:
-            found.append(f"turn {int(turn.get('index', 0)) + 1}: " + "; ".join(str(x) for x in leaks))
+            found.append(f"turn {_int(turn.get('index', 0)) + 1}: " + "; ".join(str(x) for x in leaks))
     if not found:
         return ""
     return "the virtual user's reply leaked the answer (" + " | ".join(found) + ")"
 
 
-def _first_question(record: dict[str, Any], phase: str) -> str | None:
-    for turn in record.get("turns") or []:
-        reply = turn.get("reply") or {}
+def _first_question(record: Mapping[str, object], phase: str) -> str | None:
+    for turn in _objs(record.get("turns")):
+        reply = _obj(turn.get("reply"))
         if turn.get("phase") == phase and reply.get("kind") == "clarification":
             return _clip(" ".join(str(reply.get("text") or "").split()), 80) or None
     return None
 
 
-def _last_reply(record: dict[str, Any], phase: str) -> dict[str, Any] | None:
-    replies = [t.get("reply") for t in record.get("turns") or [] if t.get("phase") == phase and t.get("reply")]
+def _last_reply(record: Mapping[str, object], phase: str) -> Mapping[str, object] | None:
+    replies = [_obj(t.get("reply")) for t in _objs(record.get("turns")) if t.get("phase") == phase and t.get("reply")]
     return replies[-1] if replies else None
 
 
@@ -383,25 +396,25 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
-def _columns(columns: list[Any]) -> str:
+def _columns(columns: Sequence[object]) -> str:
     names = ", ".join(str(c) for c in columns[:_NAMES_SHOWN]) + (", ..." if len(columns) > _NAMES_SHOWN else "")
     count = _n(len(columns), "column")
     return f"{count} ({names})" if columns else count
 
 
-def _sha(result: dict[str, Any]) -> str | None:
+def _sha(result: Mapping[str, object]) -> str | None:
     digest = result.get("rows_sha256")
     return digest if isinstance(digest, str) and digest else None
 
 
-def _complete(result: dict[str, Any], preview: list[str], row_count: int) -> bool:
+def _complete(result: Mapping[str, object], preview: list[str], row_count: int) -> bool:
     """The preview holds the whole result: every row, none cut by the record's caps."""
     return len(preview) == row_count and not result.get("preview_truncated") and not result.get("truncated")
 
 
-def _rows(result: dict[str, Any]) -> list[str]:
+def _rows(result: Mapping[str, object]) -> list[str]:
     """Preview rows in a hashable form (their JSON text)."""
-    return [json.dumps(row, sort_keys=True, default=str) for row in result.get("preview") or []]
+    return [json.dumps(row, sort_keys=True, default=str) for row in _arr(result.get("preview"))]
 
 
 def _first_difference(gen: list[str], gold: list[str]) -> str | None:
@@ -415,15 +428,40 @@ def _first_difference(gen: list[str], gold: list[str]) -> str | None:
     return " vs ".join(parts) or None
 
 
-def _phase_name(phase: dict[str, Any] | None) -> str:
+def _phase_name(phase: Mapping[str, object] | None) -> str:
     return str((phase or {}).get("phase") or "main")
+
+
+# A record's values are JSON as read (or as built: lists, never tuples); these read the shapes the
+# run schema gives them (:class:`~evalbench.results.schema.JournalRecord`), a null or absent value as empty.
+_EMPTY: Mapping[str, object] = {}
+
+
+def _obj(value: object) -> Mapping[str, object]:
+    """A JSON object of the record; empty for null (or absent)."""
+    return value if isinstance(value, dict) else _EMPTY
+
+
+def _arr(value: object) -> Sequence[object]:
+    """A JSON array of the record; empty for null (or absent)."""
+    return value if isinstance(value, (list, tuple)) else ()
+
+
+def _objs(value: object) -> list[Mapping[str, object]]:
+    """The objects of a JSON array of the record (a null entry, e.g. a golden result that did not run, left out)."""
+    return [item for item in _arr(value) if isinstance(item, dict)]
+
+
+def _int(value: object) -> int:
+    """A count of the record as an int (0: null or absent)."""
+    return int(value) if isinstance(value, (int, float, str)) and value else 0
 
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _make(kind: FailureKind, phase: str, message: Any, flags: tuple[str, ...] = ()) -> Diagnosis:
+def _make(kind: FailureKind, phase: str, message: object, flags: tuple[str, ...] = ()) -> Diagnosis:
     return Diagnosis(kind, phase, _clip(" ".join(str(message).split()), MAX_MESSAGE), flags)
 
 

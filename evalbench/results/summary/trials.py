@@ -17,13 +17,21 @@ interval over items (seeded: the same journal always gives the same interval). A
 from __future__ import annotations
 
 from math import comb
-from typing import Any
+from typing import Any, TypedDict
 
 from evalbench.results.journal.lines import invalid_reason, phase_passed, trial_of
 from evalbench.results.summary.stats import rate_ci
 
 MAX_LISTED = 1000  # inconsistent items listed in summary.json
 RESAMPLES = 2000
+
+
+class MeanCi(TypedDict):
+    """A pass^k or pass@k figure: over how many items, the mean and its bootstrap interval."""
+
+    items: int
+    rate: float | None
+    ci95: list[float] | None
 
 
 def trial_passed(record: dict[str, Any]) -> bool | None:
@@ -42,7 +50,7 @@ class TrialTally:
 
     def __init__(self, trials: int) -> None:
         self.trials = trials
-        self.items: dict[tuple[Any, str], list[int]] = {}  # (dialect, item id) -> [judged, passed]
+        self.items: dict[tuple[object, str], list[int]] = {}  # (dialect, item id) -> [judged, passed]
         self.max_trial = 0
 
     def add(self, record: dict[str, Any]) -> None:
@@ -54,9 +62,9 @@ class TrialTally:
         counts[0] += 1
         counts[1] += passed
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> dict[str, object]:
         k_max = max(self.trials, self.max_trial)
-        per_k: dict[str, Any] = {"pass_hat_k": {}, "pass_at_k": {}}
+        per_k: dict[str, dict[str, MeanCi]] = {"pass_hat_k": {}, "pass_at_k": {}}
         for k in range(1, k_max + 1):
             eligible = [(n, c) for n, c in self.items.values() if n >= k]
             per_k["pass_hat_k"][str(k)] = _mean_ci([comb(c, k) / comb(n, k) for n, c in eligible], k)
@@ -80,7 +88,7 @@ class TrialTally:
         }
 
 
-def _mean_ci(values: list[float], k: int) -> dict[str, Any]:
+def _mean_ci(values: list[float], k: int) -> MeanCi:
     if not values:
         return {"items": 0, "rate": None, "ci95": None}
     import numpy as np
