@@ -1,7 +1,8 @@
 """Typing only gets better: `Any` per package may not grow, and every `type: ignore` says why.
 
-The ceilings are the counts of December 2026 (tools/any_density.py). Issue 26 aims at fewer than
-10 per 1,000 lines overall; lower a ceiling when a package gets there, never raise one.
+The ceilings are the counts of December 2026 (tools/any_density.py): lower one when a package
+improves, never raise one. Overall the package stays under 10 per 1,000 lines (issue 26; it was
+41 before the typing work, 6.4 after it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def test_no_package_writes_more_any_than_its_ceiling():
     _, anys, _ = _density()
     over = {pkg: (count, ANY_CEILING.get(pkg, 0)) for pkg, count in anys.items() if count > ANY_CEILING.get(pkg, 0)}
     assert not over, f"more Any than allowed (count, ceiling): {over}; type it instead (tools/any_density.py --by-package)"
+
+
+def test_the_package_writes_fewer_than_10_any_per_1000_lines():
+    overall, _, _ = _density()
+    assert overall < 10, f"{overall:.1f} Any per 1,000 lines; type what was added (tools/any_density.py --by-package)"
 
 
 def test_every_type_ignore_names_its_error_code_and_says_why():
