@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from evalbench.results.render._json import maybe_obj, number, obj, obj_items, seq
+from evalbench.core.json_types import maybe_obj, number, obj, obj_items, seq
 
 
 def _pct(rate: object) -> str:

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
+from evalbench.core.json_types import maybe_number, maybe_obj, number, obj, obj_items, objs, seq
 from evalbench.results.journal.csvsafe import safe_cell, safe_row  # noqa: F401  (re-exported)
 from evalbench.results.journal.files import OutputError, create_new
-from evalbench.results.render._json import maybe_number, maybe_obj, number, obj, obj_items, objs, seq
 from evalbench.results.summary.taxonomy import record_diagnosis
 
 T = TypeVar("T")

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from evalbench.core.errors import EvalbenchError
+from evalbench.core.json_types import maybe_number, maybe_obj, number, obj, objs, seq
 from evalbench.core.terminal import escape
 from evalbench.results.journal.files import JOURNAL
 from evalbench.results.journal.reader import read_journal
-from evalbench.results.render._json import maybe_number, maybe_obj, number, obj, objs, seq
 from evalbench.results.render.sqldiff import sql_diff
 from evalbench.results.summary.cost import usd
 from evalbench.results.summary.taxonomy import diagnose

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from evalbench.core.conversation import Outcome
+from evalbench.core.json_types import maybe_obj, number, obj, obj_items, objs, seq
 from evalbench.results.journal.files import JOURNAL, write_atomic_with
 from evalbench.results.journal.lines import trial_of
 from evalbench.results.journal.reader import read_journal
 from evalbench.results.journal.shapes import read_manifest, read_summary
-from evalbench.results.render._json import maybe_obj, number, obj, obj_items, objs, seq
 from evalbench.results.render.html_assets import CSS, JS
 from evalbench.results.render.html_page import format_stamp, page_shell
 from evalbench.results.render.sqldiff import Segment, sql_diff

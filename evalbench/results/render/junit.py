@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from evalbench.results.render._json import objs
+from evalbench.core.json_types import objs
 from evalbench.results.render.explain import phase_lines
 from evalbench.results.summary.taxonomy import diagnose
 

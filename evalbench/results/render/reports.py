@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from evalbench.core.json_types import number, obj, obj_items, seq
 from evalbench.results.gates import GateResult
 from evalbench.results.journal.csvsafe import safe_row
 from evalbench.results.journal.files import write_atomic, write_atomic_with
@@ -21,7 +22,6 @@ from evalbench.results.journal.reader import JournalStats, read_journal
 from evalbench.results.journal.record import clean_text, clean_value
 from evalbench.results.journal.rundir import SCORES_COLUMNS, SCORES_NATIVE, write_score_rows
 from evalbench.results.journal.shapes import read_manifest
-from evalbench.results.render._json import number, obj, obj_items, seq
 from evalbench.results.render.summary_md import render_summary_markdown
 from evalbench.results.schema import Summary, check_written
 from evalbench.results.summary.rebuild import completeness, rebuild_summary

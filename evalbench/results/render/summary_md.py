@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from evalbench.core.json_types import maybe_obj, number, obj, obj_items, seq
 from evalbench.results.gates import GateResult
-from evalbench.results.render._json import maybe_obj, number, obj, obj_items, seq
 from evalbench.results.summary.aggregate import tools_text, verdict_notes
 from evalbench.results.summary.cost import COST_HEADER, cost_lines, cost_rows
 

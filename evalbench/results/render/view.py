@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TypedDict
 
 from evalbench.core.errors import RunDirError
+from evalbench.core.json_types import seq
 from evalbench.results.journal.files import OutputError, write_atomic
 from evalbench.results.journal.lines import conversation_key, trial_of
 from evalbench.results.journal.reader import read_journal
-from evalbench.results.render._json import seq
 from evalbench.results.render.html_assets import CSS
 from evalbench.results.render.html_page import page_shell
 from evalbench.results.render.links import report_href

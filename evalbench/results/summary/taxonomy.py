@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypedDict
 
+from evalbench.core.json_types import obj, objs, seq
+
 
 class FailureKind(str, Enum):
     """The closed set of reasons a conversation failed."""
@@ -145,7 +147,7 @@ _NAMES_SHOWN = 6  # column names listed in a message
 
 def primary_verdict(phase: Mapping[str, object], primary: str | None = None) -> tuple[str, Mapping[str, object]] | None:
     """``(scorer, score)`` of the phase's primary verdict, or None when no scorer gave one."""
-    scores = _obj(phase.get("scores"))
+    scores = obj(phase.get("scores"))
     for name in (primary, phase.get("primary")):  # the given scorer, then the one the record names
         if not isinstance(name, str):  # none named (a key of another type names no score either)
             continue
@@ -174,7 +176,7 @@ def passed(record: Mapping[str, object], primary: str | None = None) -> bool:
     """The conversation scored and every phase's primary verdict passed."""
     if record.get("outcome") != "scored":
         return False
-    return not any(phase_failed(p, primary) for p in _objs(record.get("phases")))
+    return not any(phase_failed(p, primary) for p in objs(record.get("phases")))
 
 
 # --------------------------------------------------------------------------- diagnose
@@ -186,12 +188,12 @@ def diagnose(record: Mapping[str, object], primary: str | None = None) -> Diagno
     if passed(record, primary):
         return None
     outcome = record.get("outcome")
-    phases = _objs(record.get("phases"))
+    phases = objs(record.get("phases"))
     if outcome in ("cancelled", "db_error"):
         where = next((p for p in phases if p.get("outcome") in (outcome, None)), phases[-1] if phases else None)
         message = (where or {}).get("error") or record.get("error") or outcome
         if outcome == "cancelled":
-            message = f"{message} after {len(_arr(record.get('turns')))} turn(s)"
+            message = f"{message} after {len(seq(record.get('turns')))} turn(s)"
         return _make(OUTCOME_KINDS[str(outcome)], _phase_name(where), message)
     if outcome == "invalid_item":
         return _make(FailureKind.INVALID_ITEM, "main", record.get("error") or "the golden SQL cannot judge an answer")
@@ -264,7 +266,7 @@ def _diagnose_answer(record: Mapping[str, object], phase: Mapping[str, object], 
         if generated.get("error_kind") == "timeout":
             error = f"statement timeout: {error}"
         return _make(FailureKind.SQL_ERROR, name, error)
-    if verdict is not None and "empty_gold" in _arr(verdict[1].get("flags")):
+    if verdict is not None and "empty_gold" in seq(verdict[1].get("flags")):
         return _make(FailureKind.EMPTY_GOLD, name, f"{verdict[0]}: {detail}")
     result = _compare_results(phase, verdict)
     asked = _int(phase.get("clarifications"))
@@ -292,7 +294,7 @@ def _compare_results(phase: Mapping[str, object],
                      verdict: tuple[str, Mapping[str, object]] | None) -> tuple[FailureKind, str] | None:
     """Rule h: what differs between the generated and the (first usable) golden result."""
     generated = phase.get("generated")
-    goldens = _objs(phase.get("golden"))  # the golden results that ran (a null: none)
+    goldens = objs(phase.get("golden"))  # the golden results that ran (a null: none)
     golden = next((g for g in goldens if g.get("error") is None), None)
     if not isinstance(generated, Mapping) or golden is None:
         return None
@@ -304,16 +306,16 @@ def _compare_results(phase: Mapping[str, object],
         return FailureKind.WRONG_ROW_COUNT, f"generated more than {_n(gen_rows, 'row')} (truncated at the row cap), golden {gold_rows}{suffix}"
     if gen_rows == 0 and gold_rows > 0:
         return FailureKind.EMPTY_RESULT, f"generated 0 rows, golden {gold_rows}{suffix}"
-    gen_cols, gold_cols = list(_arr(generated.get("columns"))), list(_arr(golden.get("columns")))
+    gen_cols, gold_cols = list(seq(generated.get("columns"))), list(seq(golden.get("columns")))
     if gen_rows and len(gen_cols) != len(gold_cols):
         return FailureKind.WRONG_COLUMNS, (f"generated {_columns(gen_cols)}, golden {_columns(gold_cols)}{suffix}")
     if gen_rows != gold_rows:
         return FailureKind.WRONG_ROW_COUNT, f"generated {_n(gen_rows, 'row')}, golden {gold_rows}{suffix}"
     if gen_rows == 0:
         return None  # both empty: nothing in the results explains the verdict
-    flags = set(_arr(verdict[1].get("flags"))) if verdict else set()
-    for score in _obj(phase.get("scores")).values():
-        flags.update(_arr(_obj(score).get("flags")))
+    flags = set(seq(verdict[1].get("flags"))) if verdict else set()
+    for score in obj(phase.get("scores")).values():
+        flags.update(seq(obj(score).get("flags")))
     # rows_sha256 (of every row, in order) decides equality when both results carry it; previews
     # count only when complete: every row kept, and no cell or row cut by the record's byte caps.
     gen_hash, gold_hash = _sha(generated), _sha(golden)
@@ -370,8 +372,8 @@ def _no_sql_message(record: Mapping[str, object], phase: str) -> str:
 
 def _phase_leaks(record: Mapping[str, object], phase: str) -> str:
     found = []
-    for turn in _objs(record.get("turns")):
-        leaks = _arr(_obj(_obj(turn.get("vuser")).get("audit")).get("leaks"))
+    for turn in objs(record.get("turns")):
+        leaks = seq(obj(obj(turn.get("vuser")).get("audit")).get("leaks"))
         if turn.get("phase") == phase and leaks:
             found.append(f"turn {_int(turn.get('index', 0)) + 1}: " + "; ".join(str(x) for x in leaks))
     if not found:
@@ -380,15 +382,15 @@ def _phase_leaks(record: Mapping[str, object], phase: str) -> str:
 
 
 def _first_question(record: Mapping[str, object], phase: str) -> str | None:
-    for turn in _objs(record.get("turns")):
-        reply = _obj(turn.get("reply"))
+    for turn in objs(record.get("turns")):
+        reply = obj(turn.get("reply"))
         if turn.get("phase") == phase and reply.get("kind") == "clarification":
             return _clip(" ".join(str(reply.get("text") or "").split()), 80) or None
     return None
 
 
 def _last_reply(record: Mapping[str, object], phase: str) -> Mapping[str, object] | None:
-    replies = [_obj(t.get("reply")) for t in _objs(record.get("turns")) if t.get("phase") == phase and t.get("reply")]
+    replies = [obj(t.get("reply")) for t in objs(record.get("turns")) if t.get("phase") == phase and t.get("reply")]
     return replies[-1] if replies else None
 
 
@@ -414,7 +416,7 @@ def _complete(result: Mapping[str, object], preview: list[str], row_count: int) 
 
 def _rows(result: Mapping[str, object]) -> list[str]:
     """Preview rows in a hashable form (their JSON text)."""
-    return [json.dumps(row, sort_keys=True, default=str) for row in _arr(result.get("preview"))]
+    return [json.dumps(row, sort_keys=True, default=str) for row in seq(result.get("preview"))]
 
 
 def _first_difference(gen: list[str], gold: list[str]) -> str | None:
@@ -434,22 +436,6 @@ def _phase_name(phase: Mapping[str, object] | None) -> str:
 
 # A record's values are JSON as read (or as built: lists, never tuples); these read the shapes the
 # run schema gives them (:class:`~evalbench.results.schema.JournalRecord`), a null or absent value as empty.
-_EMPTY: Mapping[str, object] = {}
-
-
-def _obj(value: object) -> Mapping[str, object]:
-    """A JSON object of the record; empty for null (or absent)."""
-    return value if isinstance(value, dict) else _EMPTY
-
-
-def _arr(value: object) -> Sequence[object]:
-    """A JSON array of the record; empty for null (or absent)."""
-    return value if isinstance(value, (list, tuple)) else ()
-
-
-def _objs(value: object) -> list[Mapping[str, object]]:
-    """The objects of a JSON array of the record (a null entry, e.g. a golden result that did not run, left out)."""
-    return [item for item in _arr(value) if isinstance(item, dict)]
 
 
 def _int(value: object) -> int:
