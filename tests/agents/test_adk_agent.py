@@ -142,6 +142,7 @@ def test_session_state_is_a_template_over_the_item() -> None:
         AdkAgentConfig(agent="adk", base_url="http://x", app_name="a", session_state={"db": "{database.name}"})
 
 
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_full_run_over_the_demo_dataset(adk_server, tmp_path, pgdata):
     config = tmp_path / "adk.yaml"
     config.write_text(

@@ -231,6 +231,7 @@ def _needs_knowledge(record: dict[str, Any]) -> bool:
     return bool(set(record.get("external_knowledge") or []) - deleted)
 
 
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_the_knowledge_quickstarts_differ_by_what_search_knowledge_finds(tmp_path, pgdata):
     from evalbench.cli import main
     from evalbench.results.journal.lines import phase_passed

@@ -303,6 +303,7 @@ def test_custom_system_prompt_keeps_other_braces(server, make_agent, tmp_path):
 # --------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_demo_run_end_to_end_against_a_fake_server(tmp_path, pgdata):
     from evalbench.config import load_run_config
     from evalbench.run import run

@@ -574,6 +574,7 @@ ROLE_GROUPS = {  # one run each; the attacks that are refused or undone share on
     "via_function_then_killed": ["alter_role_via_function_then_killed"],
 }
 @pytest.mark.parametrize("group", list(ROLE_GROUPS))
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_changing_the_sandbox_role_from_a_test_case_copy_does_not_outlive_it(tmp_path: Path, pgdata: Path,
                                                                              demo_sandbox: Any, group: str) -> None:
     url = admin_url(pgdata)
@@ -651,6 +652,7 @@ def test_provisioning_lifts_a_connection_limit_put_on_the_sandbox_role(tmp_path:
 
 
 @pytest.mark.parametrize("misconfiguration", ["member_of_pg_read_server_files", "member_of_pg_signal_backend"])
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_a_sandbox_role_that_is_privileged_stops_the_run_before_its_first_item(
         tmp_path: Path, pgdata: Path, demo_sandbox: Any, misconfiguration: str) -> None:
     """Provisioning does not take away memberships someone granted the sandbox role: the run

@@ -79,6 +79,7 @@ def reference(tmp_path_factory, pgdata, embedded_admin_url, dataset):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_an_interrupted_run_cancels_in_flight_items_and_resume_equals_an_uninterrupted_run(tmp_path, reference, dataset, signum):
     config = _config(tmp_path, dataset)
     process = subprocess.Popen(

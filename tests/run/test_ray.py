@@ -117,6 +117,7 @@ def test_ray_is_imported_only_when_chosen_and_its_absence_says_what_to_install(t
     assert "pip install 'evalbench[ray]'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_ray_tasks_give_the_verdicts_of_one_process(tmp_path: Path, pgdata: Path) -> None:
     assert main([*_base(tmp_path), "--run-id", "one"]) == 0
     assert main([*_base(tmp_path), "--run-id", "ray", "--executor", "ray", "--workers", "2"]) == 0

@@ -53,6 +53,7 @@ def _verdicts(run_dir: Path) -> dict[str, list]:
     return out
 
 
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_shards_merged_equal_the_run_that_was_not_split(tmp_path: Path, pgdata: Path, capsys) -> None:
     assert _run(tmp_path, "full") == 0
     assert _run(tmp_path, "s1", "--shard", "1/2") == 0

@@ -47,6 +47,7 @@ def test_worker_arguments_are_the_run_s_with_a_shard_and_a_place_of_their_own(tm
         "--config", "c.yaml", "--shard", "2/2", "--resume", str(tmp_path / "x"), "--no-progress", "--no-preflight", "--journal-only"]
 
 
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_two_workers_give_the_verdicts_of_one_process(tmp_path: Path, pgdata: Path) -> None:
     base = ["run", "--config", str(QUICKSTART), "--output-dir", str(tmp_path), "--no-progress"]
     assert main([*base, "--run-id", "one"]) == 0

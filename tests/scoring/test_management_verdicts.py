@@ -34,6 +34,7 @@ ANSWERS: dict[str, tuple[str, str, bool]] = {
 
 
 @pytest.mark.parametrize("semantics", ["bird_interact", pytest.param("evalbench", marks=pytest.mark.slow)])
+@pytest.mark.slow  # end to end: make test-slow (CI) runs it
 def test_an_answer_whose_execution_errors_never_passes(tmp_path: Path, pgdata: Path, semantics: str) -> None:
     items: list[dict[str, Any]] = []
     for key, (golden, _, _) in ANSWERS.items():
