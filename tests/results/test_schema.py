@@ -135,7 +135,7 @@ def test_the_printed_json_schema_validates_a_real_run(run_dir, capsys, kind, nam
     assert main(["results", "schema", kind]) == 0
     schema = json.loads(capsys.readouterr().out)
     jsonschema.Draft202012Validator.check_schema(schema)
-    documents = [json.loads((run_dir / name).read_text())] if name else list(read_journal(run_dir))
+    documents = [json.loads((run_dir / name).read_text())] if name else list(read_journal(run_dir))[:12]
     for document in documents:
         jsonschema.validate(document, schema)
     with pytest.raises(jsonschema.ValidationError):
