@@ -208,6 +208,56 @@ class PredictionsAgentConfig(StrictModel):
         "auto", description="bird_interact: instance_id + pred_sqls; evalbench: id + generated_sql; jsonl/auto: any of them")
 
 
+HTTP_TURN_NAMES = ("message", "session_id", "turn", "phase")  # what a request template may name besides the item
+
+
+class HttpReply(StrictModel):
+    """Where the parts of a reply are in the agent's JSON response: JMESPath expressions
+    (jmespath.org: ``output.text``, ``choices[0].message.content``); null: the reply has no such part."""
+
+    text: str | None = Field("text", description="the reply's text (an answer in words when it carries no SQL)")
+    sql: str | None = Field("sql", description="the SQL the agent answers with")
+    question: str | None = Field(None, description="a clarification question (non-empty: the reply asks the user)")
+    session_id: str | None = Field(None, description="a session id the server gives; sent back as {session_id} from "
+                                   "then on (none: the harness's own id for the conversation)")
+
+    @field_validator("text", "sql", "question", "session_id")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            import jmespath
+
+            try:
+                jmespath.compile(value)
+            except jmespath.exceptions.JMESPathError as exc:
+                raise ValueError(f"not a JMESPath expression: {value!r} ({exc})") from None
+        return value
+
+
+class HttpAgentConfig(StrictModel):
+    """Any agent behind a JSON-over-HTTP endpoint, described by a request template and where its
+    reply's parts are (docs/agents.md#a-generic-http-agent)."""
+
+    agent: Literal["http"] = Field(description="http")
+    url: str = Field(description="the endpoint each turn is POSTed to, e.g. http://127.0.0.1:8080/chat")
+    request: dict[str, object] = Field(
+        default_factory=lambda: dict[str, object](message="{message}", session_id="{session_id}"),
+        description="the JSON body of each turn: string values are templates over the turn ({message}, {session_id}, "
+                    "{turn}, {phase}) and the item (as session_state); a string that is one placeholder keeps its type")
+    reply: HttpReply = Field(HttpReply(), description="where the reply's parts are")
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description="extra headers, e.g. Authorization: Bearer ${TOKEN}; never written out")
+    connect_timeout_s: float = Field(5.0, gt=0, description="connect timeout of every request")
+    read_timeout_s: float = Field(300.0, gt=0, description="time an agent turn may take before it is a timeout")
+    retry: RetryConfig = Field(RetryConfig(), description="retries before a request reaches the agent")
+    model: str | None = Field(None, description="the model behind the endpoint, as the price table names it (recorded only)")
+
+    @field_validator("request")
+    @classmethod
+    def _known_placeholders(cls, value: dict[str, object]) -> dict[str, object]:
+        check_template(value, key="", more=HTTP_TURN_NAMES)
+        return value
+
+
 class ReplayAgentConfig(StrictModel):
     """Replays the replies recorded in a run's journal (what `evalbench rescore` uses)."""
 
@@ -218,12 +268,12 @@ class ReplayAgentConfig(StrictModel):
 # Told apart by `agent:`; a name no built-in model declares is a plugin's (evalbench/config/plugins.py).
 if TYPE_CHECKING:  # what a type checker sees; pydantic gets the tagged union
     AgentConfig = (SimulatedAgentConfig | AdkAgentConfig | GeminiAgentConfig | OpenAICompatAgentConfig
-                   | PredictionsAgentConfig | ReplayAgentConfig | PluginAgentConfig)
+                   | HttpAgentConfig | PredictionsAgentConfig | ReplayAgentConfig | PluginAgentConfig)
 else:
     AgentConfig = discriminated(
         "agent",
-        [SimulatedAgentConfig, AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig, PredictionsAgentConfig,
-         ReplayAgentConfig],
+        [SimulatedAgentConfig, AdkAgentConfig, GeminiAgentConfig, OpenAICompatAgentConfig, HttpAgentConfig,
+         PredictionsAgentConfig, ReplayAgentConfig],
         PluginAgentConfig,
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from evalbench.core.items import Item, knowledge_refs
@@ -74,37 +74,42 @@ DEFAULT_STATE: dict[str, object] = {"database": "{database}", "dialect": "{diale
 _FORMATTER = string.Formatter()
 
 
-def check_template(template: object, key: str = "session_state") -> None:
-    """A ValueError naming the key of the first placeholder that is not a known variable (or that
-    is not a plain name: no attributes, indexes or format specs)."""
+def check_template(template: object, key: str = "session_state", more: Collection[str] = ()) -> None:
+    """A ValueError naming the key of the first placeholder that is not a known variable (one of
+    :data:`VARIABLES`, or of ``more``), or that is not a plain name (no attributes, indexes or
+    format specs)."""
     if isinstance(template, str):
         for _, name, spec, conversion in _FORMATTER.parse(template):
             if name is None:
                 continue
-            if name not in VARIABLES or spec or conversion:
-                known = ", ".join(sorted(VARIABLES))
+            if (name not in VARIABLES and name not in more) or spec or conversion:
+                known = ", ".join(sorted({*VARIABLES, *more}))
                 raise ValueError(f"{key}: unknown placeholder {{{name}}} (known: {known})")
     elif isinstance(template, dict):
         for k, v in template.items():
-            check_template(v, f"{key}.{k}" if key else str(k))
+            check_template(v, f"{key}.{k}" if key else str(k), more)
     elif isinstance(template, list):
         for i, v in enumerate(template):
-            check_template(v, f"{key}[{i}]")
+            check_template(v, f"{key}[{i}]", more)
 
 
-def render_state(template: dict[str, object], facts: StateFacts) -> dict[str, object]:
-    """``template`` with every placeholder replaced by its value for ``facts``."""
-    return {k: _rendered(v, facts) for k, v in template.items()}
+def render_state(template: dict[str, object], facts: StateFacts, more: Mapping[str, object] | None = None) -> dict[str, object]:
+    """``template`` with every placeholder replaced by its value for ``facts`` (or in ``more``,
+    the values of the names ``check_template`` was given as ``more``)."""
+    def value(name: str) -> object:
+        return more[name] if more is not None and name in more else VARIABLES[name](facts)
+
+    return {k: _rendered(v, value) for k, v in template.items()}
 
 
-def _rendered(template: object, facts: StateFacts) -> object:
+def _rendered(template: object, value: Callable[[str], object]) -> object:
     if isinstance(template, str):
         parsed = list(_FORMATTER.parse(template))
         if len(parsed) == 1 and parsed[0][0] == "" and parsed[0][1] is not None:
-            return VARIABLES[parsed[0][1]](facts)  # exactly one placeholder: the value, typed
-        return template.format_map({name: VARIABLES[name](facts) for _, name, _, _ in parsed if name})
+            return value(parsed[0][1])  # exactly one placeholder: the value, typed
+        return template.format_map({name: value(name) for _, name, _, _ in parsed if name})
     if isinstance(template, dict):
-        return {k: _rendered(v, facts) for k, v in template.items()}
+        return {k: _rendered(v, value) for k, v in template.items()}
     if isinstance(template, list):
-        return [_rendered(v, facts) for v in template]
+        return [_rendered(v, value) for v in template]
     return template
