@@ -21,7 +21,7 @@ AGENTS: Registry[Any] = Registry("agent", group="evalbench.agents", builtins={
     "adk": "evalbench.agents.adk:AdkAgent",
     "gemini": "evalbench.agents.gemini:build_gemini_agent",
     "openai_compat": "evalbench.agents.openai_compat:build_openai_compat_agent",
-    "http": "evalbench.agents.http:HttpAgent",
+    "http": "evalbench.agents.http_agent:HttpAgent",
     "predictions": "evalbench.agents.predictions:PredictionsAgent",
     "replay": "evalbench.agents.replay:ReplayAgent",
 })
