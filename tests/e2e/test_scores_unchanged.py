@@ -17,12 +17,12 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from evalbench.cli import main
+from evalbench.dataset.reader import RawRecord, iter_jsonl
 from tests.conftest import ROOT, shared_dataset
 
 RECORDED = ROOT / "tests" / "fixtures" / "scores"
@@ -45,19 +45,10 @@ def normalised(scores_native: Path, leave_out: frozenset[str] = frozenset()) -> 
     return out.getvalue()
 
 
-def records(path: Path) -> Iterator[dict[str, object]]:
-    """Each record of a BIRD-Interact file (objects one after another, pretty-printed or not)."""
-    text, decoder = path.read_text(encoding="utf-8"), json.JSONDecoder()
-    at = re.compile(r"\S").search(text)
-    while at:
-        record, end = decoder.raw_decode(text, at.start())
-        yield record
-        at = re.compile(r"\S").search(text, end)
-
-
 def reading_the_clock(path: Path) -> frozenset[str]:
     """Ids of the items whose SQL (golden, follow-up, set-up or test case) reads the clock."""
-    return frozenset(str(r["instance_id"]) for r in records(path) if CLOCK.search(json.dumps(r)))
+    found = (r.data for r in iter_jsonl(path) if isinstance(r, RawRecord) and isinstance(r.data, dict))
+    return frozenset(str(data["instance_id"]) for data in found if CLOCK.search(json.dumps(data)))
 
 
 def run_and_compare(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from evalbench.results.journal.lines import trial_of
+from evalbench.results.journal.usage import UsageEntry
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -40,20 +41,12 @@ def signed_usd(value: float | None) -> str:
     return "unknown" if value is None else ("+" if value >= 0 else "-") + usd(abs(value))
 
 
-class RoleCost(TypedDict):
-    """One (role, model) entry of ``summary.json → cost → roles``."""
+class RoleCost(UsageEntry):
+    """One (role, model) entry of ``summary.json → cost → roles``: a record's usage entry, summed,
+    with its role and the conversations whose cost was unknown."""
 
     role: str
-    model: str | None
-    calls: int
-    prompt: int
-    completion: int
-    total: int
-    unreported: int
-    cost_usd: float | None
     unpriced_conversations: int
-    price: dict[str, object] | None
-    replayed: NotRequired[bool]
 
 
 class CostSummary(TypedDict):
