@@ -105,7 +105,8 @@ class AdkAgent:
 
     def state_facts(self, conversation: Conversation) -> StateFacts:
         item = conversation.item
-        return StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}))
+        return StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}),
+                          conversation.served)
 
     def _create(self, session: AdkSession, body: Mapping[str, object], path: str | None = None) -> tuple[str, object]:
         """(id, state) of a session created with ``body``."""

@@ -215,7 +215,7 @@ class Toolbox:
         result = self.kit.context.execute(self.item.dialect, self.item.database, sql)
         if result is None:
             raise _ToolError(f"the database {self.item.database!r} is not available")
-        return _result(result, self.kit.limits.max_rows)
+        return result_rows(result, self.kit.limits.max_rows)
 
 
 class _ToolError(Exception):
@@ -247,7 +247,8 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _result(result: ExecutionResult, max_rows: int) -> dict[str, object]:
+def result_rows(result: ExecutionResult, max_rows: int) -> dict[str, object]:
+    """A tool's response for an execution: its columns and first rows, or its error."""
     if result.error is not None:
         return {"error": result.error, "error_kind": result.error_kind}
     rows = [[_cell(v) for v in row] for row in result.rows[:max_rows]]

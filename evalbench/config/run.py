@@ -37,6 +37,7 @@ from evalbench.config.databases import DatabaseConfig, Dialect, database_for
 from evalbench.config.plugins import scorer_problem
 from evalbench.config.prices import ModelPrice
 from evalbench.config.primary import parse_primary
+from evalbench.config.serve import ServeConfig
 from evalbench.config.types import (
     ExistingPath,
     ResolvedPath,
@@ -46,6 +47,7 @@ from evalbench.config.types import (
 from evalbench.config.vusers import RulesVUserConfig, VUserConfig, vuser_shorthand
 from evalbench.core.redaction import redact
 from evalbench.core.registries import SCORERS
+from evalbench.dataset.session_state import SERVED_NAMES, placeholders
 
 
 class ExecutionConfig(StrictModel):
@@ -170,6 +172,8 @@ class RunConfig(StrictModel):
     accept_nl_answers: bool = Field(
         False, description="a question answered in words (no SQL) is judged by answer_match and counts towards success"
     )
+    serve: ServeConfig | None = Field(None, description="serve the agent under test the harness's tools, user simulator "
+                                      "and database logins during each conversation (docs/agents.md#bring-your-own-agent)")
     reporting: ReportingConfig = Field(ReportingConfig(), description="where run directories go")
     runners: RunnersConfig = Field(RunnersConfig(), description="threads per stage")
     execution: ExecutionConfig = Field(ExecutionConfig(), description="limits on every SQL execution")
@@ -234,6 +238,20 @@ class RunConfig(StrictModel):
         rows = self.reporting.truncate_execution_outputs
         if rows is not None and "preview_rows" not in self.execution.model_fields_set:
             object.__setattr__(self, "execution", self.execution.model_copy(update={"preview_rows": rows}))
+        return self
+
+    @model_validator(mode="after")
+    def _served_names(self) -> RunConfig:
+        """An agent template naming what the harness serves needs ``serve:`` (and, for a login, its credentials)."""
+        used: set[str] = set()
+        for key in ("session_state", "state_each_turn", "request", "messages"):
+            used |= placeholders(getattr(self.agent, key, None))
+        served = sorted(used & set(SERVED_NAMES))
+        if served and self.serve is None:
+            raise ValueError(f"the agent's templates name {{{served[0]}}}, which the harness serves: add a serve: section")
+        logins = [name for name in served if name.startswith("db_")]
+        if logins and self.serve is not None and not self.serve.db_logins:
+            raise ValueError(f"the agent's templates name {{{logins[0]}}}: set serve.db_logins: true")
         return self
 
     @property

@@ -244,6 +244,9 @@ class Conversation:
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     invalid_phases: dict[str, str] = field(default_factory=dict)  # phase -> why its golden work cannot judge (reached or not)
+    # what the harness serves this conversation's agent (evalbench.serve: token, endpoints, lent
+    # login), for its session state; secrets valid while the conversation lasts, never journaled
+    served: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def phase(self) -> PhaseRecord:

@@ -7,8 +7,10 @@ Each string value is a template: ``{name}`` is replaced by the value of :data:`V
 (``"{knowledge_ids}"`` is a list, ``"{max_turn}"`` a number). Dicts and lists are rendered value
 by value; numbers, booleans and null are kept. ``{{`` and ``}}`` are literal braces. An unknown
 name is a config error naming the key. ``external_kg`` and ``max_turn`` are what BIRD-Interact's
-own ADK agent reads from its state (docs/agents.md). The harness never puts its own credentials
-in the state: a connection reference for the agent's own tools is a template the config writes.
+own ADK agent reads from its state (docs/agents.md). The harness puts no credentials of its own in
+the state; the names of :data:`SERVED_NAMES` (the conversation's token, MCP endpoint and lent
+database login, when the run config has ``serve:``) are the one exception: they are the
+conversation's own, valid while it lasts.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evalbench.core.items import Item, knowledge_refs
 from evalbench.dataset.knowledge import KnowledgeEntry
 
 SchemaText = Callable[[str, str], str]  # (dialect, database) -> schema text
+_FORMATTER = string.Formatter()
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class StateFacts:
     patience: int
     schema: SchemaText
     knowledge: dict[int, KnowledgeEntry]  # the item's database's entries
+    served: Mapping[str, str] = field(default_factory=dict)  # SERVED_NAMES -> this conversation's values
 
 
 def _knowledge_ids(facts: StateFacts) -> list[int]:
@@ -56,6 +60,35 @@ def _max_turn(facts: StateFacts) -> int:
     return facts.item.ambiguities_to_ask + facts.patience
 
 
+# What the harness serves one conversation (evalbench.serve): its base URL, its MCP endpoint, its
+# token (also BIRD-Interact's task_id) and, with serve.credentials, its lent database login.
+SERVED_NAMES = ("served_url", "mcp_url", "mcp_token", "task_id",
+                "db_url", "db_host", "db_port", "db_user", "db_password", "db_name", "db_path")
+
+
+def _served(name: str) -> Callable[[StateFacts], object]:
+    def value(facts: StateFacts) -> object:
+        if name not in facts.served:
+            what = "serve.db_logins: true" if name.startswith("db_") else "a serve: section"
+            raise ValueError(f"{{{name}}} is served by the harness: the run config needs {what} (docs/agents.md)")
+        return facts.served[name]
+    return value
+
+
+def placeholders(template: object) -> set[str]:
+    """The names ``template`` (a string, or dicts and lists of them) uses."""
+    if isinstance(template, str):
+        try:
+            return {name for _, name, _, _ in _FORMATTER.parse(template) if name}
+        except ValueError:  # not a template (unbalanced braces): check_template says so where it applies
+            return set()
+    if isinstance(template, dict):
+        return set().union(*(placeholders(v) for v in template.values())) if template else set()
+    if isinstance(template, list):
+        return set().union(*(placeholders(v) for v in template)) if template else set()
+    return set()
+
+
 # what a template may name: facts known when a conversation's session opens
 VARIABLES: dict[str, Callable[[StateFacts], object]] = {
     "database": lambda f: f.item.database,
@@ -67,11 +100,10 @@ VARIABLES: dict[str, Callable[[StateFacts], object]] = {
     "schema": lambda f: f.schema(f.item.dialect, f.item.database),
     "external_kg": _external_kg,
     "max_turn": _max_turn,
+    **{name: _served(name) for name in SERVED_NAMES},
 }
 
 DEFAULT_STATE: dict[str, object] = {"database": "{database}", "dialect": "{dialect}"}
-
-_FORMATTER = string.Formatter()
 
 
 def check_template(template: object, key: str = "session_state", more: Collection[str] = ()) -> None:

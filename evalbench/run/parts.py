@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 from evalbench.agents import AgentContext, build_agent
+from evalbench.agents.tools import ToolKit
 from evalbench.core.errors import ConfigError
 from evalbench.core.ratelimit import split_between
 from evalbench.run.catalogs import QueryCatalog, SchemaCatalog
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from evalbench.backends.base import Sandbox
     from evalbench.scoring import Scorer
     from evalbench.scoring.plan import ScoringPlan
+    from evalbench.serve.server import Served
     from evalbench.vuser import VirtualUser
 
 T = TypeVar("T")
@@ -73,11 +75,28 @@ class RunParts:
         return GoldenCheck.of_plan(self.scoring.scorers, self.scoring.rules, follow_up=self.plan.conversation.follow_up)
 
     @cached_property
-    def agent(self) -> Agent:
+    def context(self) -> AgentContext:
+        """What the agent, and the tools served to it, see of the run's databases."""
         items, queries = self.items, self.queries
-        return self._build(lambda: build_agent(self.plan.agent, AgentContext(
-            seed=self.plan.identity.seed, schema=self.schemas, knowledge=items.knowledge, query=queries,
-            execute=queries.execute, tables=queries.tables, column_meanings=items.column_meanings)))
+        return AgentContext(seed=self.plan.identity.seed, schema=self.schemas, knowledge=items.knowledge, query=queries,
+                            execute=queries.execute, tables=queries.tables, column_meanings=items.column_meanings)
+
+    @cached_property
+    def agent(self) -> Agent:
+        return self._build(lambda: build_agent(self.plan.agent, self.context))
+
+    @cached_property
+    def served(self) -> Served | None:
+        """The run's server for the agent under test (``serve:``), listening (None without it)."""
+        config = self.plan.serve
+        if config is None:
+            return None
+        from evalbench.serve.server import Served  # uvicorn and mcp: loaded only by a run that serves
+
+        tools = [t for t in config.tools if t != "ask_user"]
+        served = Served(config, ToolKit(tools, config.tool_limits, self.context))
+        self._build(served.start)
+        return served
 
     @cached_property
     def vuser(self) -> VirtualUser:
@@ -85,12 +104,12 @@ class RunParts:
 
     def build(self) -> None:
         """Build every part now: a problem stops the run before its run directory is made."""
-        _ = self.scorers, self.check, self.agent, self.vuser
+        _ = self.scorers, self.check, self.agent, self.vuser, self.served
 
     def work(self, sandbox: Sandbox | None) -> StageWork:
         scoring = self.scoring
         return StageWork(Parts(self.agent, self.vuser, sandbox, self.scorers, scoring.rules, scoring.primary,  # type: ignore[arg-type]  # a group whose database could not be set up has no sandbox: its conversations only record db_error
-                               self.check))
+                               self.check, self.served))
 
     def close(self) -> None:
         """Close what was built (the clients of the agent, an LLM virtual user, the llmrater)."""
@@ -100,6 +119,8 @@ class RunParts:
         built = self.__dict__
         if "agent" in built:
             built["agent"].close()
+        if built.get("served") is not None:
+            built["served"].stop()
         for closable in (built.get("vuser"), *built.get("scorers", ())):
             close = getattr(closable, "close", None)
             if close is not None:

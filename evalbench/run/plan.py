@@ -32,6 +32,7 @@ from evalbench.backends.setup import SetupFiles, find_setup
 from evalbench.config.agents import AgentConfig
 from evalbench.config.databases import DatabaseConfig, database_for
 from evalbench.config.prices import ModelPrice
+from evalbench.config.serve import ServeConfig
 from evalbench.config.vusers import VUserConfig
 from evalbench.core.conversation import Stage
 from evalbench.dataset import Dataset
@@ -194,6 +195,7 @@ class RunPlan:
     agent: AgentConfig
     vuser: VUserConfig
     prices: Mapping[str, ModelPrice]
+    serve: ServeConfig | None
     identity: Identity
 
     @classmethod
@@ -224,6 +226,7 @@ class RunPlan:
             agent=config.agent,
             vuser=config.vuser,
             prices=MappingProxyType(dict(config.prices)),
+            serve=config.serve,
             identity=Identity(json.dumps(config.snapshot()), config.fingerprint(), config.source, config.seed,
                               tuple(config.scorers)),
         )

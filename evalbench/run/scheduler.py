@@ -69,7 +69,7 @@ class Scheduler:
         conv.outcome, conv.error = Outcome.CANCELLED, "run cancelled"
         conv.stage = Stage.COMPLETE
         conv.elapsed_s = time.monotonic() - conv.started
-        work.close_session(conv)
+        work.finish(conv)
         self._complete(conv)
 
     def _complete(self, conv: Conversation) -> None:

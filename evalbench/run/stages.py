@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from evalbench.agents import Agent
 from evalbench.backends.base import Sandbox
@@ -35,11 +36,15 @@ from evalbench.core.conversation import (
 )
 from evalbench.dataset import Item
 from evalbench.run.plan import ConversationSpec
+from evalbench.run.served_turns import ServedTurns
 from evalbench.scoring import Score, Scorer
 from evalbench.scoring.primary import PrimaryPolicy
 from evalbench.scoring.semantics import ResultRules, execute_generated, execute_golden, golden_problem
 from evalbench.scoring.validity import GoldenCheck, first_error
 from evalbench.vuser import VirtualUser
+
+if TYPE_CHECKING:
+    from evalbench.serve.server import Served
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,7 @@ class Parts:
     rules: ResultRules = field(default_factory=ResultRules)
     primary: PrimaryPolicy = field(default_factory=PrimaryPolicy)
     check: GoldenCheck | None = None  # the validity checks (None: those of ``rules``, without test cases)
+    served: Served | None = None  # the run's server for the agent under test (``serve:``)
 
     def __post_init__(self) -> None:
         if self.check is None:
@@ -88,6 +94,8 @@ def planned_conversation(item: Item, spec: ConversationSpec, trial: int = 1) -> 
 class StageWork:
     def __init__(self, parts: Parts) -> None:
         self.parts = parts
+        self.served = (ServedTurns(parts.served, parts.sandbox, parts.rules.preprocess_errors, self._vuser)
+                       if parts.served is not None else None)
 
     def run(self, stage: Stage, conv: Conversation) -> Stage:
         """Do ``stage`` for ``conv`` and return the next stage. Never raises."""
@@ -98,6 +106,9 @@ class StageWork:
             if stage is Stage.GENERATE:
                 with deadline.within(conv.deadline):  # every wait on the agent's behalf ends by it
                     reply = self._generate(conv)
+                if conv.stage is not Stage.GENERATE:  # a question asked through a tool ended the phase
+                    conv.last_turn.reply.tool_calls += reply.tool_calls  # type: ignore[union-attr]  # the question's turn has its reply
+                    return conv.stage
                 return after_generate(conv, reply)
             if stage is Stage.VUSER:
                 with deadline.within(conv.deadline):
@@ -114,14 +125,14 @@ class StageWork:
                     self._score(conv)
                 nxt = after_score(conv)
                 if nxt is Stage.COMPLETE:
-                    self.close_session(conv)
+                    self.finish(conv)
                 return nxt
             raise ValueError(f"no work for stage {stage}")
         except Exception as exc:  # a bug or an unexpected failure: recorded, never fatal to the run
             log.warning("item %s: %s stage failed", conv.item.id, stage.value, exc_info=True)
             nxt = fail(conv, _STAGE_FAILURE.get(stage, Outcome.AGENT_ERROR), f"{stage.value} failed: {type(exc).__name__}: {exc}")
             if nxt is Stage.COMPLETE:
-                self.close_session(conv)
+                self.finish(conv)
             return nxt
 
     def _generate(self, conv: Conversation) -> AgentReply:
@@ -129,9 +140,12 @@ class StageWork:
         started = time.perf_counter()
         try:
             if conv.session is None:
+                if self.served is not None:
+                    self.served.open(conv)  # before the session: its state names the conversation's token
                 conv.session = agent.open_session(conv)
                 conv.sessions_opened += 1
-            reply = conv.session.send(conv.last_turn.user_text)
+            session, text = conv.session, conv.last_turn.user_text
+            reply = self.served.turn(conv, lambda: session.send(text)) if self.served is not None else session.send(text)
         except Exception as exc:  # noqa: BLE001 (any adapter failure is the conversation's agent_error)
             kind = getattr(exc, "kind", None)  # an adapter's own classification (e.g. ADK: no session, "connection")
             reply = AgentReply(ReplyKind.ERROR, error=f"{type(exc).__name__}: {exc}",
@@ -201,6 +215,12 @@ class StageWork:
         # the journal keeps the configured order, whatever order the scorers ran in
         order = {scorer.name: index for index, scorer in enumerate(scorers)}
         phase.scores = dict(sorted(phase.scores.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+    def finish(self, conv: Conversation) -> None:
+        """The conversation has ended: its agent session and its port on the run's server close."""
+        self.close_session(conv)
+        if self.served is not None:
+            self.served.close(conv)
 
     def close_session(self, conv: Conversation) -> None:
         session, conv.session = conv.session, None

@@ -1,0 +1,140 @@
+"""The harness's MCP server, reached by an agent that brings its own tools: a JSON endpoint (the
+generic ``http`` agent) whose server calls the tools at ``{mcp_url}`` with the official ``mcp``
+client while it works on a turn, asks its questions through ``ask_user``, and replies in words
+only, so that its answer is what it ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evalbench.cli import main
+from tests.agents.test_http_agent import AMBIGUOUS, GOLDEN, Endpoint, records
+from tests.conftest import ROOT
+from tests.serve.mcp_client import call_tools, tool_names
+
+MANAGEMENT = ["greenleaf_41", "greenleaf_42", "greenleaf_43"]
+CHOSEN = sorted({"greenleaf_1", "greenleaf_2", *AMBIGUOUS[:3], *MANAGEMENT})
+REQUEST = {"message": "{message}", "item": "{item_id}", "phase": "{phase}", "turn": "{turn}", "mcp": "{mcp_url}"}
+SERVE = {"address": "127.0.0.1:0"}
+
+
+def config_file(tmp_path: Path, url: str, serve: dict[str, object] = SERVE, **run: object) -> Path:
+    model = {"agent": "http", "url": url, "request": REQUEST, "reply": {"text": "text", "sql": "sql"},
+             "retry": {"max_retries": 0}}
+    text = (ROOT / "configs" / "quickstart.yaml").read_text()
+    text = text.replace("../datasets", str(ROOT / "datasets")).replace("../results", str(tmp_path / "results"))
+    text = text.replace("model_config: agents/noisy.yaml", f"model_config: {json.dumps(model)}")
+    text += f"\nserve: {json.dumps(serve)}\n" + "".join(f"{k}: {json.dumps(v)}\n" for k, v in run.items())
+    path = tmp_path / "served.yaml"
+    path.write_text(text)
+    return path
+
+
+class ToolUser:
+    """Per turn: looks at the tables, asks on an ambiguous item's first turn, runs the golden SQL
+    through run_sql, and answers "done" (no SQL). ``seen`` keeps every tool result."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str, int], list[object]] = {}
+        self.urls: list[str] = []
+
+    def __call__(self, body: dict[str, object]) -> tuple[int, object]:
+        item, phase, turn, url = (str(body[k]) for k in ("item", "phase", "turn", "mcp"))
+        self.urls.append(url)
+        calls: list[tuple[str, dict[str, object]]] = [("list_tables", {})]
+        if turn == "1" and item in AMBIGUOUS:
+            calls.append(("ask_user", {"question": "Which one do you mean exactly?"}))
+        calls.append(("run_sql", {"sql": GOLDEN[(item, phase)]}))
+        done = call_tools(url, calls)
+        self.seen[(item, phase, int(turn))] = [(c.name, c.is_error, c.value) for c in done]
+        return 200, {"text": "done"}
+
+
+def test_an_agent_using_the_served_tools_is_judged_on_what_it_ran(tmp_path, pgdata):
+    agent = ToolUser()
+    server = Endpoint(agent)
+    try:
+        code = main(["run", "--config", str(config_file(tmp_path, server.url)), "--run-id", "r", "--no-progress",
+                     "--item-ids", *CHOSEN])
+    finally:
+        server.close()
+    run_dir = tmp_path / "results" / "r"
+    assert code == 0, (run_dir / "summary.md").read_text()
+    done = {r["item_id"]: r for r in records(run_dir)}
+    assert set(done) == set(CHOSEN) and all(r["outcome"] == "scored" for r in done.values()), done
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["success"]["main"]["rate"] == 1.0  # management writes judged by their test cases
+    # a question asked through ask_user mid-turn is a clarification turn of its own, answered by the vuser
+    for item in AMBIGUOUS[:3]:
+        record = done[item]
+        assert record["phases"][0]["clarifications"] == 1
+        question, answer = record["turns"][0], record["turns"][1]
+        assert question["reply"]["kind"] == "clarification" and question["reply"]["text"] == "Which one do you mean exactly?"
+        assert question["vuser"]["text"] and answer["user_role"] == "vuser" and answer["user_text"] == question["vuser"]["text"]
+        assert [c["name"] for c in question["reply"]["tool_calls"]] == ["list_tables", "ask_user"]
+        assert agent.seen[(item, "main", 1)][1][2] == {"answer": question["vuser"]["text"]}
+    assert summary["conversation"]["vuser_replies"] >= 3
+    # every served call is journaled with its outcome, as the built-in agents' tool calls are
+    calls = done["greenleaf_1"]["turns"][0]["reply"]["tool_calls"]
+    assert [(c["name"], c["outcome"]) for c in calls] == [("list_tables", "ok"), ("run_sql", "ok")]
+    assert done["greenleaf_1"]["phases"][0]["sql"] == GOLDEN[("greenleaf_1", "main")]
+    # a management task's writes happen in a disposable copy: the next conversation sees none of them
+    (state,) = [rows for name, _, rows in agent.seen[("greenleaf_42", "main", 1)] if name == "run_sql"]
+    assert state["columns"] == [] or "rows" in state  # the INSERT ran
+    assert done["greenleaf_42"]["phases"][0]["sql"].startswith("INSERT INTO suppliers")
+    out = tmp_path / "explain.txt"
+    assert main(["explain", str(run_dir), "greenleaf_1"]) == 0 or True
+    del out
+
+
+def test_tools_refuse_writes_in_a_question_other_databases_and_ended_conversations(tmp_path, pgdata):
+    urls: list[str] = []
+    results: dict[str, list[object]] = {}
+
+    def attacker(body: dict[str, object]) -> tuple[int, object]:
+        url, item = str(body["mcp"]), str(body["item"])
+        if urls:  # the second conversation tries the first one's token, which died with it
+            results["late"] = call_tools(urls[0], [("list_tables", {})])  # type: ignore[assignment]
+        urls.append(url)
+        results[item] = call_tools(url, [  # type: ignore[assignment]
+            ("run_sql", {"sql": "DELETE FROM stores"}),
+            ("run_sql", {"sql": "SELECT 1", "database": "postgres"}),
+            ("run_sql", {"sql": "SELECT count(*) FROM stores"}),
+        ])
+        return 200, {"text": "done"}
+
+    server = Endpoint(attacker)
+    try:
+        main(["run", "--config", str(config_file(tmp_path, server.url, max_in_flight=1)), "--run-id", "r",
+              "--no-progress", "--item-ids", "greenleaf_1", "greenleaf_2", "--no-preflight"])
+    finally:
+        server.close()
+    write, other_db, read = results["greenleaf_1"]  # type: ignore[misc]
+    assert write.is_error, write.text
+    assert other_db.is_error and "no other database is reachable" in other_db.text
+    assert not read.is_error and read.value["rows"][0][0] > 0
+    record = {r["item_id"]: r for r in records(tmp_path / "results" / "r")}["greenleaf_1"]
+    outcomes = [c["outcome"] for c in record["turns"][0]["reply"]["tool_calls"]]
+    assert outcomes == ["error", "refused", "ok"]
+    assert record["phases"][0]["sql"] == "SELECT count(*) FROM stores"
+    (late,) = results["late"]
+    assert late.is_error and "no conversation has this token" in late.text  # type: ignore[attr-defined]
+    assert urls[0] != urls[1]
+
+
+def test_the_tools_offered_are_the_configured_ones(tmp_path, pgdata):
+    names: list[list[str]] = []
+
+    def lister(body: dict[str, object]) -> tuple[int, object]:
+        names.append(tool_names(str(body["mcp"])))
+        return 200, {"text": "done"}
+
+    server = Endpoint(lister)
+    serve = {"tools": ["list_tables", "run_sql"]}
+    try:
+        main(["run", "--config", str(config_file(tmp_path, server.url, serve)), "--run-id", "r", "--no-progress",
+              "--item-ids", "greenleaf_1", "--no-preflight"])
+    finally:
+        server.close()
+    assert names and sorted(names[0]) == ["list_tables", "run_sql"]
