@@ -170,6 +170,25 @@ def test_pg_login_left_alone_expires(pg) -> None:
     _refused_after(lambda: _pg_connect(login).close())
 
 
+def test_pg_logins_a_dead_process_left_behind_are_dropped_by_the_next_lend(pg) -> None:
+    target, box, _ = pg
+    left = lend_login(box, ttl_s=60, label="conv-5")
+    user = left.fields["user"]
+    conn = _pg_connect(left)
+    with psycopg.connect(libpq_conninfo(target.admin), autocommit=True) as admin:  # as if its process died long ago
+        admin.execute(sql.SQL("ALTER ROLE {} VALID UNTIL {}").format(sql.Identifier(user), sql.Literal("2000-01-01")))
+    fresh = lend_login(box, ttl_s=60, label="conv-6")
+    try:
+        with psycopg.connect(libpq_conninfo(target.admin), autocommit=True) as admin:
+            assert admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,)).fetchone() is None
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+        conn.close()
+        left.revoke()  # already gone: nothing to do, no error
+    finally:
+        fresh.revoke()
+
+
 # ------------------------------------------------------------------------------------ MySQL / MariaDB
 
 MYSQL_URL = os.environ.get("EVALBENCH_TEST_MYSQL_URL")

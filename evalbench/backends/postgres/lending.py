@@ -103,12 +103,16 @@ class PostgresLender:
         """No new session, its sessions ended, the role dropped (left NOLOGIN when it cannot be)."""
         ident = sql.Identifier(user)
         with self._admin(None) as admin:
+            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,)).fetchone() is None:
+                return  # dropped already (by another process's sweep of expired logins)
             admin.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(ident))
-            _terminate(admin, user)
+            alive = _terminate(admin, user)
             try:
                 admin.execute(sql.SQL("DROP ROLE {}").format(ident))
             except psycopg.Error as exc:
                 raise LendingError(f"{user} is NOLOGIN but not dropped: {pg_message(exc)}") from None
+        if alive:
+            raise LendingError(f"{user} is dropped, but {alive} of its sessions could not be terminated")
 
     def _admin(self, database: str | None) -> psycopg.Connection:
         """The admin's connection (every statement bounded): to ``database``, or the maintenance one."""
@@ -116,14 +120,18 @@ class PostgresLender:
         return self.target.connect(name, autocommit=True, connect_timeout=5, options=_ADMIN_OPTIONS)
 
 
-def _terminate(admin: psycopg.Connection, user: str) -> None:
-    """End ``user``'s sessions, waiting up to 2 s for each (PostgreSQL 14+ waits; older returns)."""
+def _terminate(admin: psycopg.Connection, user: str) -> int:
+    """End ``user``'s sessions, waiting up to 2 s for each; how many could not be ended (an
+    admin that is not a superuser may lack the right to signal them)."""
     pids = [row[0] for row in admin.execute("SELECT pid FROM pg_stat_activity WHERE usename = %s", (user,)).fetchall()]
+    failed = 0
     for pid in pids:
         try:
-            admin.execute("SELECT pg_terminate_backend(%s, 2000)", (pid,))
-        except psycopg.errors.UndefinedFunction:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            with admin.transaction():  # a savepoint when called inside a transaction
+                admin.execute("SELECT pg_terminate_backend(%s, 2000)", (pid,))
+        except psycopg.Error:
+            failed += 1
+    return failed
 
 
 def _drop_expired(admin: psycopg.Connection) -> None:
@@ -133,8 +141,8 @@ def _drop_expired(admin: psycopg.Connection) -> None:
     for (user,) in expired:
         admin.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(sql.Identifier(user)))
         _terminate(admin, user)
-        admin.execute("SAVEPOINT evalbench_drop")
         try:
-            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(user)))
+            with admin.transaction():  # a savepoint: the lend goes on
+                admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(user)))
         except psycopg.Error:  # it owns something somewhere: it cannot log in all the same
-            admin.execute("ROLLBACK TO SAVEPOINT evalbench_drop")
+            pass
