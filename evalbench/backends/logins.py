@@ -76,7 +76,7 @@ class _Once:
             log.warning("could not fully revoke the lent login %s: %s", self.name, exc)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one login per lend
 class LentLogin:
     """A login lent to one conversation: ``url`` to connect with, its parts in ``fields`` (host,
     port, user, password, database, path — those that apply), valid until ``expires_at`` (wall

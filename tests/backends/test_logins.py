@@ -10,6 +10,7 @@ import hashlib
 import os
 import sqlite3
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,8 +23,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from evalbench.backends import logins
 from evalbench.backends.base import SandboxLimits
-from evalbench.backends.logins import LentLogin, lend_login
+from evalbench.backends.logins import Lent, LentLogin, lend_login
 from evalbench.backends.postgres.backend import open_sandbox
 from evalbench.backends.postgres.clones import template_name
 from evalbench.backends.postgres.lending import reader_group
@@ -104,6 +106,10 @@ def test_pg_login_reads_its_database_and_can_write_nothing(pg) -> None:
         assert login.fields["user"].startswith("evalbench_lent_") and login.fields["database"] == target.name
         assert login.fields["password"] in login.url and "password" not in repr(login)
         assert time.time() + 55 < login.expires_at <= time.time() + 60
+        f = login.fields
+        with psycopg.connect(host=f["host"], port=f.get("port", "5432"), user=f["user"], password=f["password"],
+                             dbname=f["database"], connect_timeout=5) as conn:  # the fields alone connect too
+            assert conn.execute("SELECT current_user").fetchone() == (f["user"],)
         with _pg_connect(login) as conn:
             assert conn.execute("SELECT name FROM pets").fetchall() == [("rex",)]
             assert conn.execute("SHOW default_transaction_read_only").fetchone() == ("on",)
@@ -375,6 +381,55 @@ def test_file_login_left_alone_expires(tmp_path: Path, engine: str) -> None:
         _refused_after(lambda: folder.stat())
     finally:
         box.close()
+
+
+# ------------------------------------------------------------------------------------ revoke() itself
+
+
+class _Lender:
+    """An engine's lender whose revoke fails or hangs (the Lender protocol, as a third-party engine could write it)."""
+
+    def __init__(self, revoke: Callable[[], None]) -> None:
+        self.revoke, self.calls = revoke, 0
+
+    def lend(self, ttl_s: float, label: str) -> Lent:
+        def revoke() -> None:
+            self.calls += 1
+            self.revoke()
+
+        return Lent(f"fake-{label}", "fake://", {}, time.time() + ttl_s, revoke)
+
+
+class _Box:
+    def __init__(self, lender: _Lender) -> None:
+        self.lender = lender
+
+
+def test_revoke_never_raises_runs_once_and_is_bounded(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def fail() -> None:
+        raise RuntimeError("server gone")
+
+    failing = _Lender(fail)
+    login = lend_login(_Box(failing), ttl_s=60, label="a b/c")
+    assert login.name == "fake-a_b_c"  # the label reaches the engine with safe characters only
+    login.revoke()
+    login.revoke()
+    assert failing.calls == 1 and "server gone" in caplog.text
+
+    monkeypatch.setattr(logins, "REVOKE_TIMEOUT_S", 0.2)
+    release = threading.Event()
+    hanging = _Lender(lambda: release.wait(5))
+    login = lend_login(_Box(hanging), ttl_s=60, label="x")
+    started = time.monotonic()
+    login.revoke()
+    assert time.monotonic() - started < 1 and "takes more than" in caplog.text
+    release.set()
+
+
+def test_a_login_is_revoked_at_its_expiry_by_the_harness() -> None:
+    done = threading.Event()
+    login = lend_login(_Box(_Lender(done.set)), ttl_s=0.3, label="x")
+    assert done.wait(3) and login.expires_at <= time.time()
 
 
 # ------------------------------------------------------------------------------------ refusals
