@@ -25,6 +25,7 @@ connect there, make temporary tables and read what PUBLIC may read, not the tabl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import time
@@ -73,7 +74,8 @@ class PostgresLender:
         try:  # its warnings are the ones provisioning logged for evalbench_sandbox: the same rights
             verify_reader(self.target, Login(user, password))
         except (SandboxError, psycopg.Error) as exc:
-            self.revoke(user)
+            with contextlib.suppress(Exception):  # the refusal is what matters; the role is NOLOGIN or swept later
+                self.revoke(user)
             message = str(exc) if isinstance(exc, SandboxError) else pg_message(exc)
             raise LendingError(f"the lent login cannot be used safely on {self.target.describe()}: {message}") from None
         url = self.target.url(user=user, password=password)
