@@ -10,6 +10,7 @@ failed). The whole tree (tests/core/test_errors_tree.py keeps it complete):
   - ``DatasetError`` (2): a dataset file or record
   - ``ProvisioningError`` (3): setting up a database failed
     - ``SandboxError`` (3): agent SQL cannot run as an unprivileged role there
+  - ``LendingError`` (3): a per-conversation login could not be lent (the conversation records it)
   - ``PluginError`` (2, :mod:`evalbench.core.registry`): a plugin cannot be loaded
   - ``Unreachable``, ``NoAnswer`` (3, :mod:`evalbench.clients.probes`): a server does not answer (preflight)
   - ``AgentUnreachable`` (3, :mod:`evalbench.run.breaker`): the agent failed so many times in a row that the run stops
@@ -69,6 +70,12 @@ class ProvisioningError(EvalbenchError):
 class SandboxError(ProvisioningError):
     """Agent SQL cannot run as an unprivileged sandbox role on this server: the run stops before
     running anything there (it never falls back to the admin connection)."""
+
+
+class LendingError(EvalbenchError):
+    """A per-conversation database login (:mod:`evalbench.backends.logins`) could not be lent:
+    the engine cannot lend one, the admin may not create users, or the server refused. The run
+    goes on; the caller records it for the conversation."""
 
 
 class RunDirError(ConfigError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalbench.backends.base import SandboxLimits
+from evalbench.backends.duckdb import lending
 from evalbench.backends.process_sandbox import Engine, ProcessSandbox
 
 MEMORY_LIMIT = "1GB"  # DuckDB's buffers, per engine process (each reader and the writer)
@@ -26,3 +27,4 @@ class DuckDBSandbox(ProcessSandbox):
 
     def __init__(self, path: Path, limits: SandboxLimits) -> None:
         super().__init__(path, limits, ENGINE)
+        self.lender = lending.lender(self.path)  # per-conversation logins: read-only copies of the file

@@ -50,6 +50,7 @@ from evalbench.backends.fingerprint import SCHEMA_KEY, Fingerprint, rows_digest
 from evalbench.backends.mysql.counters import Counters
 from evalbench.backends.mysql.harness import Harness
 from evalbench.backends.mysql.identities import READ_PRIVILEGES, WRITE_PRIVILEGES, Identity, Logins
+from evalbench.backends.mysql.lending import MySQLLender
 from evalbench.backends.mysql.target import MySQLConnection, MySQLTarget, quote
 from evalbench.backends.pool import Checkout
 from evalbench.backends.result_cap import ResultCap
@@ -119,6 +120,7 @@ class MySQLSandbox:
         self.non_transactional = list(non_transactional)
         self.write_lock = threading.RLock()
         self.clones: Clones | None = None
+        self.lender = MySQLLender(target, logins, limits.statement_timeout_s)  # per-conversation logins
         self._limiter = rate_limiter(limits)
         readers = max(1, limits.pool_size)
         self.harness = Harness(target, logins, setup_counters or {})

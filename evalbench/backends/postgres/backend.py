@@ -12,6 +12,7 @@ import psycopg
 
 from evalbench.backends.base import DatabaseUnavailable, Provisioned, SandboxLimits
 from evalbench.backends.postgres.clones import CloneFactory
+from evalbench.backends.postgres.lending import PostgresLender
 from evalbench.backends.postgres.provision import DIALECT_DIRS, ProvisionReport, provision
 from evalbench.backends.postgres.roles import Login, logins
 from evalbench.backends.postgres.sandbox import Identities, Sandbox
@@ -101,4 +102,6 @@ def open_sandbox(target: DatabaseTarget, report: ProvisionReport, limits: Sandbo
     if report.template is not None and target.connector is None:  # test cases run on throwaway copies, each statement committed
         sandbox.clones = CloneFactory(libpq_conninfo(target.admin), report.template, identities.writer_conninfo,
                                       roles.writer.user)
+    if target.connector is None:  # a lent login is a connection string: none through a cloud connector
+        sandbox.lender = PostgresLender(target, limits.statement_timeout_s)
     return sandbox

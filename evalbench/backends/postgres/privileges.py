@@ -153,5 +153,17 @@ def grant_as_is(target: DatabaseTarget) -> None:
         conn.execute(_AS_IS.replace("{db}", _quote_ident(target.name)))
 
 
+def grant_reader_group(admin: psycopg.Connection, database: str, group: str) -> None:
+    """``group`` (NOLOGIN, made if missing) holds what the sandbox role holds on ``database`` and
+    nothing elsewhere: CONNECT, USAGE on the schemas, SELECT on the relations (lent logins,
+    :mod:`.lending`). ``admin`` is connected to ``database``."""
+    ident = _quote_ident(group)
+    if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (group,)).fetchone() is None:
+        admin.execute(f"CREATE ROLE {ident} NOLOGIN NOINHERIT")
+    admin.execute(f"GRANT CONNECT ON DATABASE {_quote_ident(database)} TO {ident}")
+    admin.execute("DO $$\nDECLARE r record;\nBEGIN\n" + _GRANT_READ.replace("{readers}", ident.replace("%", "%%"))
+                  + "END $$;")
+
+
 def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'

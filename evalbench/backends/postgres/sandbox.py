@@ -48,6 +48,7 @@ from evalbench.backends.base import (
     SandboxLimits,
 )
 from evalbench.backends.fingerprint import Fingerprint, written_tables
+from evalbench.backends.logins import Lender
 from evalbench.backends.postgres import state
 from evalbench.backends.postgres.pgtypes import register_loaders
 from evalbench.backends.postgres.serial import SEQUENCE_STATE, SequenceState, SerialWrites, setval_query
@@ -120,6 +121,7 @@ class Sandbox:
             options=f"-c statement_timeout={int(max(60.0, statement_timeout_s * 4) * 1000)}"))
         self.on_close: Callable[[], None] | None = None  # e.g. the cloud connector this sandbox connects through
         self.clones: Clones | None = None  # evalbench.backends.postgres.clones.CloneFactory, when test cases can run on copies
+        self.lender: Lender | None = None  # per-conversation logins (evalbench.backends.postgres.lending), where it can
         self._warned_sequences = False
 
     def _pool(self, open_: Connect, size: int, statement_timeout_s: float, connect_timeout_s: float) -> QueuePool:

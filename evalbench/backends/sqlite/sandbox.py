@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evalbench.backends.base import SandboxLimits
 from evalbench.backends.process_sandbox import Engine, ProcessSandbox
+from evalbench.backends.sqlite import lending
 
 # SQLite's own memory is small (a page cache, values of at most 16 MiB): this bounds a statement
 # that builds many large values at once, and Python's copy of a result
@@ -21,3 +22,4 @@ class SQLiteSandbox(ProcessSandbox):
 
     def __init__(self, path: Path, limits: SandboxLimits) -> None:
         super().__init__(path, limits, ENGINE)
+        self.lender = lending.lender(self.path)  # per-conversation logins: read-only copies of the file
