@@ -7,7 +7,7 @@ for every clarification answer and for the follow-up question, closed when it co
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -55,6 +55,14 @@ def _no_tables(dialect: str, database: str) -> list[TableInfo]:
     return []
 
 
+def _no_schema_file(database: str) -> str:
+    raise ValueError(f"{{schema_file}}: the run gives no schema files (database {database!r})")
+
+
+def _not_served(conversation: Conversation) -> Mapping[str, str]:
+    return {}
+
+
 @dataclass(frozen=True)
 class AgentContext:
     """What the run gives an agent besides its config."""
@@ -70,6 +78,10 @@ class AgentContext:
     # through the sandbox (None: unknown database), and (dialect, database) -> its tables
     execute: Callable[[str, str, str], ExecutionResult | None] = _no_execute
     tables: Callable[[str, str], list[TableInfo]] = _no_tables
+    schema_file: Callable[[str], str] = _no_schema_file  # database -> its <database>_schema.txt ({schema_file})
+    # what the harness's server gives a conversation (session_state.SERVED_NAMES: {mcp_url}, {mcp_token},
+    # {served_url}, {task_id}); empty when the run serves nothing
+    served: Callable[[Conversation], Mapping[str, str]] = _not_served
 
 
 # (agent config, context) -> Agent; a factory is given the config model of its own ``agent`` name

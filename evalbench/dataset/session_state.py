@@ -7,8 +7,11 @@ Each string value is a template: ``{name}`` is replaced by the value of :data:`V
 (``"{knowledge_ids}"`` is a list, ``"{max_turn}"`` a number). Dicts and lists are rendered value
 by value; numbers, booleans and null are kept. ``{{`` and ``}}`` are literal braces. An unknown
 name is a config error naming the key. ``external_kg`` and ``max_turn`` are what BIRD-Interact's
-own ADK agent reads from its state (docs/agents.md). The harness never puts its own credentials
-in the state: a connection reference for the agent's own tools is a template the config writes.
+own ADK agent reads from its state (docs/agents.md); ``schema_file`` is the dataset's
+``<database>_schema.txt``, the schema text BIRD-Interact gives its agent as ``db_schema``. The names
+of :data:`SERVED_NAMES` come from the harness's own server (``serve:``) for the conversation.
+The harness never puts its own credentials in the state: a connection reference for the agent's
+own tools is a template the config writes.
 """
 
 from __future__ import annotations
@@ -16,12 +19,23 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evalbench.core.items import Item, knowledge_refs
 from evalbench.dataset.knowledge import KnowledgeEntry
 
 SchemaText = Callable[[str, str], str]  # (dialect, database) -> schema text
+SchemaFile = Callable[[str], str]  # database -> the text of its <database>_schema.txt
+
+# What the harness's server (``serve:``) gives each conversation: its MCP endpoint and bearer
+# token, the server's base URL, and the task id its BIRD-Interact-style endpoints know it by.
+SERVED_NAMES = ("mcp_url", "mcp_token", "served_url", "task_id")
+# What a per-turn template (``state_each_turn``, ``messages``) may name besides the item.
+TURN_NAMES = ("phase", "turn")
+
+
+def _no_schema_file(database: str) -> str:
+    raise ValueError(f"{{schema_file}}: no schema file for {database!r} (none was looked for)")
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,8 @@ class StateFacts:
     patience: int
     schema: SchemaText
     knowledge: dict[int, KnowledgeEntry]  # the item's database's entries
+    schema_file: SchemaFile = _no_schema_file
+    served: Mapping[str, str] = field(default_factory=dict)  # SERVED_NAMES -> values, when the run serves
 
 
 def _knowledge_ids(facts: StateFacts) -> list[int]:
@@ -56,6 +72,14 @@ def _max_turn(facts: StateFacts) -> int:
     return facts.item.ambiguities_to_ask + facts.patience
 
 
+def _served(name: str) -> Callable[[StateFacts], object]:
+    def value(facts: StateFacts) -> object:
+        if name not in facts.served:
+            raise ValueError(f"{{{name}}} is given by the harness's own server: add serve: to the run config")
+        return facts.served[name]
+    return value
+
+
 # what a template may name: facts known when a conversation's session opens
 VARIABLES: dict[str, Callable[[StateFacts], object]] = {
     "database": lambda f: f.item.database,
@@ -67,6 +91,8 @@ VARIABLES: dict[str, Callable[[StateFacts], object]] = {
     "schema": lambda f: f.schema(f.item.dialect, f.item.database),
     "external_kg": _external_kg,
     "max_turn": _max_turn,
+    "schema_file": lambda f: f.schema_file(f.item.database),
+    **{name: _served(name) for name in SERVED_NAMES},
 }
 
 DEFAULT_STATE: dict[str, object] = {"database": "{database}", "dialect": "{dialect}"}
@@ -100,6 +126,11 @@ def render_state(template: dict[str, object], facts: StateFacts, more: Mapping[s
         return more[name] if more is not None and name in more else VARIABLES[name](facts)
 
     return {k: _rendered(v, value) for k, v in template.items()}
+
+
+def render_text(template: str, facts: StateFacts, more: Mapping[str, object] | None = None) -> str:
+    """One string template rendered as text (a lone placeholder of a number gives its digits)."""
+    return str(render_state({"text": template}, facts, more)["text"])
 
 
 def _rendered(template: object, value: Callable[[str], object]) -> object:

@@ -77,7 +77,8 @@ class RunParts:
         items, queries = self.items, self.queries
         return self._build(lambda: build_agent(self.plan.agent, AgentContext(
             seed=self.plan.identity.seed, schema=self.schemas, knowledge=items.knowledge, query=queries,
-            execute=queries.execute, tables=queries.tables, column_meanings=items.column_meanings)))
+            execute=queries.execute, tables=queries.tables, column_meanings=items.column_meanings,
+            schema_file=items.schema_files)))
 
     @cached_property
     def vuser(self) -> VirtualUser:
