@@ -5,7 +5,9 @@ served to them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,7 +16,8 @@ import pytest
 import yaml
 
 from evalbench.agents import AgentContext, build_agent
-from evalbench.agents.adk_turns import MessageKind, message_kind
+from evalbench.agents.adk import AdkAgent, AdkSession
+from evalbench.agents.adk_turns import MessageKind, message_kind, turn_message
 from evalbench.agents.config import AdkAgentConfig
 from evalbench.config import RulesVUserConfig
 from evalbench.core.conversation import DEBUG_MESSAGE, Conversation, Outcome, after_prompt, follow_up_phase
@@ -41,6 +44,16 @@ def echo(session, conv: Conversation, text: str, role: str = "user") -> dict:
     return json.loads(reply.text)
 
 
+@contextlib.contextmanager
+def opened(config: AdkAgentConfig, conv: Conversation, context: AgentContext | None = None) -> Iterator[AdkSession]:
+    """A session of ``conv``, deleted (and its client closed) however the test ends."""
+    session = AdkAgent(config, context or AgentContext(seed=1)).open_session(conv)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 def conversation(item=None) -> Conversation:
     return new_conversation(item or make_item(follow_up=FOLLOW_UP), seed=1, max_turns=10, patience=3, timeout_s=60)
 
@@ -49,19 +62,18 @@ def test_state_each_turn_arrives_before_every_turn_and_each_kind_of_message_is_w
     config = AdkAgentConfig(agent="adk", base_url=adk_server, app_name="state_agent", messages=ECHO_MESSAGES,
                             state_each_turn={"_submitted_this_phase": False, "phase": "{phase}", "turn": "{turn}"})
     conv = conversation()
-    session = build_agent(config, AgentContext(seed=1)).open_session(conv)
-    seen = [echo(session, conv, "ECHO question"), echo(session, conv, "ECHO answer", "vuser"),
-            echo(session, conv, f"{DEBUG_MESSAGE} ECHO")]
-    conv.phases.append(follow_up_phase(conv.item, 3))
-    seen.append(echo(session, conv, "ECHO follow-up"))
+    with opened(config, conv) as session:
+        seen = [echo(session, conv, "ECHO question"), echo(session, conv, "ECHO answer", "vuser"),
+                echo(session, conv, f"{DEBUG_MESSAGE} ECHO")]
+        conv.phases.append(follow_up_phase(conv.item, 3))
+        seen.append(echo(session, conv, "ECHO follow-up"))
+        with httpx.Client(base_url=adk_server) as client:
+            kept = client.get(f"/apps/state_agent/users/evalbench/sessions/{session.session_id}").json()["state"]
     assert [s["message"] for s in seen] == ["Q[main/1/greenleaf]: ECHO question", "A: ECHO answer",
                                             f"DBG: {DEBUG_MESSAGE} ECHO", "FU: ECHO follow-up"]
     # the agent sets the flag after each turn; the delta has reset it before the next one
     assert [(s["state"]["_submitted_this_phase"], s["state"]["phase"], s["state"]["turn"]) for s in seen] == [
         (False, "main", 1), (False, "main", 2), (False, "main", 3), (False, "follow_up", 4)]
-    with httpx.Client(base_url=adk_server) as client:
-        kept = client.get(f"/apps/state_agent/users/evalbench/sessions/{session.session_id}").json()["state"]
-    session.close()
     assert kept["_submitted_this_phase"] is True and kept["database"] == "greenleaf"
 
 
@@ -69,9 +81,8 @@ def test_without_state_each_turn_the_agents_own_state_stays(adk_server):
     """What BIRD-Interact's agent meets behind a plain api_server: the flag it set stays set."""
     config = AdkAgentConfig(agent="adk", base_url=adk_server, app_name="state_agent")
     conv = conversation()
-    session = build_agent(config, AgentContext(seed=1)).open_session(conv)
-    first, second = echo(session, conv, "ECHO one"), echo(session, conv, "ECHO two", "vuser")
-    session.close()
+    with opened(config, conv) as session:
+        first, second = echo(session, conv, "ECHO one"), echo(session, conv, "ECHO two", "vuser")
     assert first["message"] == "ECHO one" and "_submitted_this_phase" not in first["state"]
     assert second["message"] == "ECHO two" and second["state"]["_submitted_this_phase"] is True
 
@@ -83,9 +94,8 @@ def test_served_names_come_from_the_runs_server(adk_server):
                             session_state={"task_id": "{task_id}", "mcp_token": "{mcp_token}"},
                             state_each_turn={"mcp_url": "{mcp_url}"})
     conv = conversation()
-    session = build_agent(config, AgentContext(seed=1, served=lambda c: served if c is conv else {})).open_session(conv)
-    state = echo(session, conv, "ECHO")["state"]
-    session.close()
+    with opened(config, conv, AgentContext(seed=1, served=lambda c: served if c is conv else {})) as session:
+        state = echo(session, conv, "ECHO")["state"]
     assert state == {"task_id": "tok-1", "mcp_token": "tok-1", "mcp_url": "http://127.0.0.1:6001/mcp"}
     unserved = build_agent(config, AgentContext(seed=1))
     with pytest.raises(ValueError, match=r"\{task_id\} is given by the harness's own server: add serve:"):
@@ -150,6 +160,29 @@ def bird_parts(url, sandbox, **changes):
     return Parts(agent, build_vuser(RulesVUserConfig(), 1), sandbox, scorers)
 
 
+def test_the_bird_config_says_birds_words():
+    """configs/bird_interact_adk.yaml validates as written, and its messages are
+    orchestrator/cinteract.py::run_single_task's, word for word."""
+    config = AdkAgentConfig(**BIRD | {"adkapi_server_url": "http://x", "agent_id": "bird_cinteract"})
+    assert config.state_each_turn == {"_submitted_this_phase": False}
+    item = make_item(ambiguous=True, follow_up=FOLLOW_UP)
+    conv = conversation(item)
+    facts = StateFacts(item, 3, lambda d, db: "", {})
+    said = []
+    for text, role in [(item.opening_question, "user"), (DEBUG_MESSAGE, "user")]:
+        after_prompt(conv, text, role)
+        said.append(turn_message(config, conv, facts, text).text)
+    conv.phases.append(follow_up_phase(item, 3))
+    after_prompt(conv, "Now only the first two.", "user")
+    said.append(turn_message(config, conv, facts, "Now only the first two.").text)
+    assert said == [
+        "User Query:\nList the shops.\n\nYou have 4 clarification turns. Ask questions with ask_user to resolve "
+        "ambiguities, then call submit_sql with your final PostgreSQL query.",
+        "Your SQL is not correct. You have one more chance. Please fix and call submit_sql.",
+        "Phase 1 is complete. Here is a follow-up question:\n\nNow only the first two.\n\n"
+        "Generate the PostgreSQL query and call submit_sql."]
+
+
 def test_bird_protocol_passes_both_phases_with_the_per_turn_reset(adk_server, demo_sandbox):
     """BIRD-Interact's protocol with nothing served: ask_user and submit_sql answer "Error: ...",
     the SQL is read from the submit_sql call (reply convention sql_tool), the messages are BIRD's."""
@@ -177,10 +210,9 @@ def test_the_tool_apps_load_and_mcp_agent_runs_without_its_tools_when_nothing_is
     config = AdkAgentConfig(agent="adk", base_url=adk_server, app_name="mcp_agent", read_timeout_s=60,
                             session_state={"mcp_token": "tok-1"})
     conv = conversation()
-    session = build_agent(config, AgentContext(seed=1)).open_session(conv)
     after_prompt(conv, "List the names of all stores, by store id.", "user")
-    reply = session.send(conv.last_turn.user_text)
-    session.close()
+    with opened(config, conv) as session:
+        reply = session.send(conv.last_turn.user_text)
     assert reply.kind.value == "sql" and reply.sql == "SELECT store_name FROM stores ORDER BY store_id"
     assert [c.name for c in reply.tool_calls] == ["list_tables", "run_sql"]
     assert all("no tool with that name is available" in c.response["error"] for c in reply.tool_calls)
