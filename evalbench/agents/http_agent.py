@@ -53,7 +53,8 @@ class HttpAgent:
 
     def open_session(self, conversation: Conversation) -> HttpSession:
         item = conversation.item
-        facts = StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}))
+        facts = StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}),
+                           schema_file=self.context.schema_file, served=self.context.served(conversation))
         return HttpSession(self, conversation, facts)
 
     def close(self) -> None:

@@ -224,3 +224,25 @@ def test_mcp_agent_sends_the_sessions_token():
 
     assert bearer_from_state(SimpleNamespace(state={"mcp_token": "tok-1"})) == {"Authorization": "Bearer tok-1"}
     assert bearer_from_state(SimpleNamespace(state={})) == {}
+
+
+def test_a_run_gives_the_agent_the_schema_files_of_its_knowledge_folder(tmp_path):
+    from evalbench.config import load_run_config
+    from evalbench.run.items import Items
+    from evalbench.run.parts import RunParts
+    from evalbench.run.plan import RunPlan
+
+    knowledge = tmp_path / "knowledge"
+    (knowledge / "greenleaf").mkdir(parents=True)  # BIRD-Interact's layout: <dir>/<db>/<db>_schema.txt
+    (knowledge / "greenleaf" / "greenleaf_schema.txt").write_text("CREATE TABLE stores (store_id int);\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"dataset_config: {ROOT / 'datasets' / 'demo' / 'greenleaf.jsonl'}\n"
+                      f"knowledge_directory: {knowledge}\n"
+                      "model_config: {agent: adk, adkapi_server_url: 'http://127.0.0.1:9', agent_id: a, "
+                      "session_state: {db_schema: '{schema_file}'}}\n")
+    plan = RunPlan.resolve(load_run_config(config))
+    with RunParts(plan, Items(plan.items)) as parts:
+        agent = parts.agent
+        assert isinstance(agent, AdkAgent)
+        facts = agent.state_facts(conversation())
+    assert render_state(agent.config.session_state, facts) == {"db_schema": "CREATE TABLE stores (store_id int);\n"}
