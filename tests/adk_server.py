@@ -40,6 +40,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def absent_endpoints() -> dict[str, str]:
+    """The environment of the apps that bring their own tools (mcp_agent, bird_like_agent) with
+    every endpoint at a port where nothing listens: their tools fail as they do when the harness
+    serves nothing (a test that serves them passes its own)."""
+    port = str(free_port())
+    return {"EVALBENCH_TEST_MCP_URL": f"http://127.0.0.1:{port}/mcp", "USER_SIM_PORT": port, "DB_ENV_PORT": port}
+
+
 def _log_tail(process: subprocess.Popen, limit: int = 6000) -> str:
     path = getattr(process, "log_path", None)
     if not path or not os.path.exists(path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adk_server import APPS_DIR, adk_executable, start_adk_server, stop_adk_server
+from tests.adk_server import APPS_DIR, absent_endpoints, adk_executable, start_adk_server, stop_adk_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "datasets" / "demo"
@@ -96,6 +96,7 @@ def adk_server(request: pytest.FixtureRequest) -> Iterator[str]:
     env = {
         "EVALBENCH_TEST_AGENT_DB_URL": db_url,
         "EVALBENCH_TEST_AGENT_DATASET": str(DEMO / "greenleaf.jsonl"),
+        **absent_endpoints(),
     }
     base_url, process = start_adk_server(APPS_DIR, env)
     yield base_url

@@ -55,6 +55,10 @@ def _no_tables(dialect: str, database: str) -> list[TableInfo]:
     return []
 
 
+def _no_schema_file(database: str) -> str:
+    raise ValueError(f"{{schema_file}}: the run gives no schema files (database {database!r})")
+
+
 @dataclass(frozen=True)
 class AgentContext:
     """What the run gives an agent besides its config."""
@@ -70,6 +74,7 @@ class AgentContext:
     # through the sandbox (None: unknown database), and (dialect, database) -> its tables
     execute: Callable[[str, str, str], ExecutionResult | None] = _no_execute
     tables: Callable[[str, str], list[TableInfo]] = _no_tables
+    schema_file: Callable[[str], str] = _no_schema_file  # database -> its <database>_schema.txt ({schema_file})
 
 
 # (agent config, context) -> Agent; a factory is given the config model of its own ``agent`` name

@@ -27,6 +27,7 @@ from typing import TypedDict
 import httpx
 
 from evalbench.agents import AgentContext, tool_args
+from evalbench.agents.adk_turns import turn_message
 from evalbench.clients.calls import CallFailed, transport_failure
 from evalbench.clients.http import ReplyTooLarge, deadline_transport, request_bounded
 from evalbench.clients.limits import RETRY_STATUSES, CallLimiter, backoff_delay, parse_retry_after
@@ -85,11 +86,14 @@ class AdkAgent:
             "header_names": sorted(c.headers), "read_timeout_s": c.read_timeout_s,
             "execs_per_minute": c.execs_per_minute, "max_concurrency": c.max_concurrency,
             "session_state": c.session_state, **({"model": c.model} if c.model else {}),
+            **({"state_each_turn": c.state_each_turn} if c.state_each_turn else {}),
+            **({"messages": c.messages.model_dump()} if c.messages else {}),
         }
 
     def open_session(self, conversation: Conversation) -> AdkSession:
-        session = AdkSession(self)
-        state = render_state(self.config.session_state, self.state_facts(conversation)) if self.config.session_state else None
+        facts = self.state_facts(conversation)
+        session = AdkSession(self, conversation, facts)
+        state = render_state(self.config.session_state, facts) if self.config.session_state else None
         try:
             # the session's initial state: ADK's CreateSessionRequest {"state": ...}
             session.session_id, created = self._create(session, {"state": state} if state else {})
@@ -106,7 +110,7 @@ class AdkAgent:
     def state_facts(self, conversation: Conversation) -> StateFacts:
         item = conversation.item
         return StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}),
-                          conversation.served)
+                          schema_file=self.context.schema_file, served=conversation.served)
 
     def _create(self, session: AdkSession, body: Mapping[str, object], path: str | None = None) -> tuple[str, object]:
         """(id, state) of a session created with ``body``."""
@@ -160,8 +164,8 @@ class AdkSession:
     have closed the connection without saying so (uvicorn does after a 500), and a new client
     keeps that from failing the next request of another conversation."""
 
-    def __init__(self, agent: AdkAgent) -> None:
-        self.agent = agent
+    def __init__(self, agent: AdkAgent, conversation: Conversation, facts: StateFacts) -> None:
+        self.agent, self.conversation, self.facts = agent, conversation, facts
         self.client = agent.new_client()
         self.session_id = ""
         self.pending: PendingInput | None = None
@@ -209,6 +213,9 @@ class AdkSession:
 
     def send(self, text: str) -> AgentReply:
         config = self.agent.config
+        # the message as the config wraps its kind, and the state the agent gets before this turn
+        message = turn_message(config, self.conversation, self.facts, text)
+        text = message.text
         if self.pending is not None:  # the answer to an adk_request_input goes back as its response
             parts: list[dict[str, object]] = [
                 {"functionResponse": {"id": self.pending.call_id, "name": REQUEST_INPUT, "response": {"result": text}}}
@@ -221,6 +228,8 @@ class AdkSession:
             "sessionId": self.session_id,
             "newMessage": {"role": "user", "parts": parts},
         }
+        if message.state_delta:  # ADK's RunAgentRequest.state_delta: applied with the user's event, before the agent runs
+            body["stateDelta"] = message.state_delta
         if self.pending is not None and self.pending.invocation_id:
             body["invocationId"] = self.pending.invocation_id  # resumes the paused invocation
         self.pending = None

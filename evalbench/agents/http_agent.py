@@ -54,7 +54,7 @@ class HttpAgent:
     def open_session(self, conversation: Conversation) -> HttpSession:
         item = conversation.item
         facts = StateFacts(item, conversation.patience, self.context.schema, self.context.knowledge.get(item.database, {}),
-                          conversation.served)
+                           schema_file=self.context.schema_file, served=conversation.served)
         return HttpSession(self, conversation, facts)
 
     def close(self) -> None:

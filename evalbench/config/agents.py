@@ -14,7 +14,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from evalbench.config.plugins import PluginAgentConfig, discriminated
 from evalbench.config.types import ExistingPath, GenaiClientOptions, ResolvedPath, StrictModel
-from evalbench.dataset.session_state import DEFAULT_STATE, check_template
+from evalbench.dataset.session_state import DEFAULT_STATE, TURN_NAMES, check_template
 
 # The ways the simulated:noisy agent fails (evalbench.agents.simulated makes them).
 FAILURE_KINDS = (
@@ -106,6 +106,23 @@ _AGENT_ENGINE = ("EvalBench creates each session in Vertex AI Agent Engine (util
                  "--session_service_uri agentengine://<agent_engine_id>` to keep sessions in Agent Engine")
 
 
+class AdkMessages(StrictModel):
+    """What the harness's messages become on their way to an ADK agent: per kind of message, a
+    template with ``{text}`` (the harness's own words) and the names of ``state_each_turn``."""
+
+    main: str = Field("{text}", description="the main phase's question")
+    follow_up: str = Field("{text}", description="the follow-up question")
+    clarification_answer: str = Field("{text}", description="the virtual user's answer to the agent's question")
+    debug: str = Field("{text}", description="the user's 'that is not the result I expected' after a wrong answer "
+                       "(debug_attempts)")
+
+    @model_validator(mode="after")
+    def _known_placeholders(self) -> AdkMessages:
+        for kind, template in self.model_dump().items():
+            check_template(template, key=kind, more=(*TURN_NAMES, "text"))
+        return self
+
+
 class AdkAgentConfig(StrictModel):
     """An agent served by Google ADK's ``adk api_server`` (EvalBench's ``generator: querydata``)."""
 
@@ -128,8 +145,16 @@ class AdkAgentConfig(StrictModel):
     session_state: dict[str, object] = Field(
         default_factory=lambda: dict(DEFAULT_STATE),
         description="the state each ADK session is created with: string values are templates over the item "
-                    "({database}, {dialect}, {item_id}, {category}, {difficulty}, {knowledge_ids}, {schema}, {external_kg}, {max_turn}); {} sends none "
+                    "({database}, {dialect}, {item_id}, {category}, {difficulty}, {knowledge_ids}, {schema}, {external_kg}, {max_turn}, "
+                    "{schema_file}; with serve: {mcp_url}, {mcp_token}, {served_url}, {task_id}); {} sends none "
                     "(docs/agents.md)")
+    state_each_turn: dict[str, object] = Field(
+        default_factory=dict,
+        description="state sent with every turn (ADK's state_delta of /run): templates as session_state's, also over "
+                    "{phase} (main | follow_up) and {turn} (1-based), e.g. BIRD-Interact's _submitted_this_phase: false")
+    messages: AdkMessages | None = Field(
+        None, description="templates the harness's messages are wrapped in, per kind: main, follow_up, "
+                          "clarification_answer, debug ({text}: the harness's own words)")
     # EvalBench's querydata keys that its ADK client does not send to the agent (docs/evalbench_compat.md)
     base_prompt: str | None = Field(None, description="EvalBench key; not applied (its querydata generator does not read it either)")
     vertex_model: str | None = Field(None, description="EvalBench key; not applied (the ADK app chooses its model)")
@@ -141,6 +166,12 @@ class AdkAgentConfig(StrictModel):
     @classmethod
     def _known_placeholders(cls, value: dict[str, object]) -> dict[str, object]:
         check_template(value, key="")  # pydantic names model_config.session_state; we name the key under it
+        return value
+
+    @field_validator("state_each_turn")
+    @classmethod
+    def _known_turn_placeholders(cls, value: dict[str, object]) -> dict[str, object]:
+        check_template(value, key="", more=TURN_NAMES)
         return value
 
     NOT_APPLIED: ClassVar[dict[str, str]] = {

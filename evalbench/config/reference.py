@@ -31,6 +31,7 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
         ("Agent `simulated:oracle` / `simulated:noisy` (`model_config`)", agents.SimulatedAgentConfig),
         ("Agent `adk` (`model_config`; EvalBench `generator: querydata`)", agents.AdkAgentConfig),
         ("`reply` of the `adk` agent", agents.ReplyConvention),
+        ("`messages` of the `adk` agent (each a template with {text})", agents.AdkMessages),
         ("`retry` of the `adk`, `gemini` and `openai_compat` agents", agents.RetryConfig),
         ("Agent `gemini` (`model_config`; EvalBench `generator: gcp_vertex_gemini`)", agents.GeminiAgentConfig),
         ("Agent `openai_compat` (`model_config`)", agents.OpenAICompatAgentConfig),

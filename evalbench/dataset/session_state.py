@@ -7,10 +7,11 @@ Each string value is a template: ``{name}`` is replaced by the value of :data:`V
 (``"{knowledge_ids}"`` is a list, ``"{max_turn}"`` a number). Dicts and lists are rendered value
 by value; numbers, booleans and null are kept. ``{{`` and ``}}`` are literal braces. An unknown
 name is a config error naming the key. ``external_kg`` and ``max_turn`` are what BIRD-Interact's
-own ADK agent reads from its state (docs/agents.md). The harness puts no credentials of its own in
-the state; the names of :data:`SERVED_NAMES` (the conversation's token, MCP endpoint and lent
-database login, when the run config has ``serve:``) are the one exception: they are the
-conversation's own, valid while it lasts.
+own ADK agent reads from its state (docs/agents.md); ``schema_file`` is the dataset's
+``<database>_schema.txt``, the schema text BIRD-Interact gives its agent as ``db_schema``. The
+harness puts no credentials of its own in the state; the names of :data:`SERVED_NAMES` (the
+conversation's token, MCP endpoint and lent database login, when the run config has ``serve:``)
+are the one exception: they are the conversation's own, valid while it lasts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ from evalbench.dataset.knowledge import KnowledgeEntry
 
 SchemaText = Callable[[str, str], str]  # (dialect, database) -> schema text
 _FORMATTER = string.Formatter()
+SchemaFile = Callable[[str], str]  # database -> the text of its <database>_schema.txt
+
+# What a per-turn template (``state_each_turn``, ``messages``) may name besides the item.
+TURN_NAMES = ("phase", "turn")
+
+
+def _no_schema_file(database: str) -> str:
+    raise ValueError(f"{{schema_file}}: no schema file for {database!r} (none was looked for)")
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,8 @@ class StateFacts:
     patience: int
     schema: SchemaText
     knowledge: dict[int, KnowledgeEntry]  # the item's database's entries
-    served: Mapping[str, str] = field(default_factory=dict)  # SERVED_NAMES -> this conversation's values
+    schema_file: SchemaFile = _no_schema_file
+    served: Mapping[str, str] = field(default_factory=dict)  # SERVED_NAMES -> values, when the run serves
 
 
 def _knowledge_ids(facts: StateFacts) -> list[int]:
@@ -100,6 +110,7 @@ VARIABLES: dict[str, Callable[[StateFacts], object]] = {
     "schema": lambda f: f.schema(f.item.dialect, f.item.database),
     "external_kg": _external_kg,
     "max_turn": _max_turn,
+    "schema_file": lambda f: f.schema_file(f.item.database),
     **{name: _served(name) for name in SERVED_NAMES},
 }
 
@@ -132,6 +143,11 @@ def render_state(template: dict[str, object], facts: StateFacts, more: Mapping[s
         return more[name] if more is not None and name in more else VARIABLES[name](facts)
 
     return {k: _rendered(v, value) for k, v in template.items()}
+
+
+def render_text(template: str, facts: StateFacts, more: Mapping[str, object] | None = None) -> str:
+    """One string template rendered as text (a lone placeholder of a number gives its digits)."""
+    return str(render_state({"text": template}, facts, more)["text"])
 
 
 def _rendered(template: object, value: Callable[[str], object]) -> object:

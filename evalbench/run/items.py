@@ -18,6 +18,7 @@ from evalbench.dataset import Dataset, DatasetScan
 from evalbench.dataset.column_meanings import ColumnMeanings, load_column_meanings
 from evalbench.dataset.knowledge import Knowledge, load_knowledge
 from evalbench.dataset.loader import Group
+from evalbench.dataset.schema_files import SchemaFiles
 from evalbench.dataset.subset import choose
 from evalbench.run.plan import ItemsSpec
 
@@ -67,6 +68,11 @@ class Items:
     @cached_property
     def column_meanings(self) -> ColumnMeanings:
         return load_column_meanings(self.spec.knowledge_path)
+
+    @cached_property
+    def schema_files(self) -> SchemaFiles:
+        """The databases' ``<database>_schema.txt``, read when a session state names ``{schema_file}``."""
+        return SchemaFiles(self.spec.knowledge_path)
 
     def groups(self) -> dict[Group, int]:
         """The (dialect, database) groups of the run and their item counts, without a word (the run

@@ -79,7 +79,8 @@ class RunParts:
         """What the agent, and the tools served to it, see of the run's databases."""
         items, queries = self.items, self.queries
         return AgentContext(seed=self.plan.identity.seed, schema=self.schemas, knowledge=items.knowledge, query=queries,
-                            execute=queries.execute, tables=queries.tables, column_meanings=items.column_meanings)
+                            execute=queries.execute, tables=queries.tables, column_meanings=items.column_meanings,
+                            schema_file=items.schema_files)
 
     @cached_property
     def agent(self) -> Agent:

@@ -1,7 +1,8 @@
 """An offline, deterministic "LLM" for the ADK test agents in this folder.
 
 ``adk api_server tests/adk_apps`` serves two apps (one sub-folder each) built on
-:class:`OfflineDataAgentLlm`. It never touches the network and needs no API key: every reply
+:class:`OfflineDataAgentLlm` (and ``state_agent``, which uses its rules with no model, and
+``mcp_agent`` and ``bird_like_agent``, built on ``evalbench_tool_llm``, whose model uses tools). It never touches the network and needs no API key: every reply
 is computed from the conversation so far (``llm_request.contents``, i.e. the ADK session).
 This module is not an app itself (it is a file, not a folder); ADK puts the agents directory on
 ``sys.path``, so the apps import it as a top-level module.
