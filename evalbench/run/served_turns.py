@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evalbench.backends.base import PreprocessErrors, Sandbox
+from evalbench.backends.logins import LentLogin, lend_login
 from evalbench.core.conversation import (
     AgentReply,
     Conversation,
@@ -30,6 +31,7 @@ from evalbench.core.conversation import (
     after_vuser,
     next_user_message,
 )
+from evalbench.core.errors import LendingError
 from evalbench.serve.port import ConversationPort
 from evalbench.serve.toolbox import ServedToolbox
 
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
     from evalbench.serve.server import Served
 
 VUserAnswer = Callable[[Conversation], VUserReply]
+_LOGIN_NAMES = {"host": "db_host", "port": "db_port", "user": "db_user", "password": "db_password",
+                "database": "db_name", "path": "db_path"}
+_LOGIN_GRACE_S = 5.0  # a login outlives the deadline a little: revoked at the end in any case
 
 
 class ServedTurns:
@@ -45,6 +50,7 @@ class ServedTurns:
         self.served, self.sandbox = served, sandbox
         self.preprocess_errors, self.vuser_answer = preprocess_errors, vuser_answer
         self._ports: dict[int, ConversationPort] = {}
+        self._logins: dict[int, LentLogin] = {}
         self._lock = threading.Lock()
 
     def open(self, conv: Conversation) -> None:
@@ -58,12 +64,28 @@ class ServedTurns:
         conv.served = self.served.add(port)
         with self._lock:
             self._ports[id(conv)] = port
+        if self.served.config.db_logins:
+            conv.served |= self._lend(conv)
+
+    def _lend(self, conv: Conversation) -> dict[str, str]:
+        """A login for the conversation's own use, for as long as it may last (LendingError: none)."""
+        if self.sandbox is None:
+            raise LendingError(f"the database {conv.item.database!r} has no sandbox: no login to lend")
+        login = lend_login(self.sandbox, ttl_s=max(conv.deadline - time.monotonic(), 1.0) + _LOGIN_GRACE_S,
+                           label=conv.item.id)
+        with self._lock:
+            self._logins[id(conv)] = login
+        return {"db_url": login.url} | {_LOGIN_NAMES[k]: v for k, v in login.fields.items() if k in _LOGIN_NAMES}
 
     def close(self, conv: Conversation) -> None:
+        """The conversation has ended: its token and its login stop working."""
         with self._lock:
             port = self._ports.pop(id(conv), None)
+            login = self._logins.pop(id(conv), None)
         if port is not None:
             self.served.remove(port)
+        if login is not None:
+            login.revoke()
 
     def turn(self, conv: Conversation, send: Callable[[], AgentReply]) -> AgentReply:
         """``send()`` with the port open for the turn; the reply with the turn's calls on it."""

@@ -13,10 +13,9 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evalbench.agents.tools import ToolKit
 from evalbench.config.serve import ServeConfig
@@ -27,8 +26,6 @@ from evalbench.serve.user_simulator import routes
 
 log = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 _START_S = 10.0
 
 
@@ -114,7 +111,7 @@ class Served:
 
 def _token_in_path(app: ASGIApp) -> ASGIApp:
     """``/c/<token>/<rest>`` is ``/<rest>`` with ``Authorization: Bearer <token>``."""
-    async def wrapped(scope: Scope, receive: Any, send: Any) -> None:
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope.get("type") == "http" and path.startswith("/c/"):
             _, _, token, *rest = path.split("/", 3)

@@ -95,7 +95,7 @@ def store_names(db_url: str, limit: int | None = None) -> list[str]:
 
 
 def test_list_apps(client: httpx.Client) -> None:
-    assert client.get("/list-apps").json() == ["gda_agent", "input_agent", "state_agent"]
+    assert client.get("/list-apps").json() == ["bird_like_agent", "gda_agent", "input_agent", "mcp_agent", "state_agent"]
 
 
 def test_gda_tool_call_runs_sql_on_the_demo_database(client: httpx.Client, adk_db_url: str) -> None:

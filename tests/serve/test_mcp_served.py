@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from evalbench.cli import main
 from tests.agents.test_http_agent import AMBIGUOUS, GOLDEN, Endpoint, records
 from tests.conftest import ROOT
@@ -138,3 +140,41 @@ def test_the_tools_offered_are_the_configured_ones(tmp_path, pgdata):
     finally:
         server.close()
     assert names and sorted(names[0]) == ["list_tables", "run_sql"]
+
+
+def test_a_lent_login_reads_during_its_conversation_and_dies_with_it(tmp_path, pgdata):
+    import psycopg
+
+    seen: dict[str, object] = {}
+
+    def connecting(body: dict[str, object]) -> tuple[int, object]:
+        url = str(body["db"])
+        seen["url"] = url
+        with psycopg.connect(url, autocommit=True) as conn:
+            seen["count"] = conn.execute("SELECT count(*) FROM stores").fetchone()
+            try:
+                conn.execute("INSERT INTO stores (store_name) VALUES ('x')")
+            except psycopg.Error as exc:
+                seen["write"] = type(exc).__name__
+        return 200, {"text": "done", "sql": "SELECT count(*) FROM stores"}
+
+    server = Endpoint(connecting)
+    request = REQUEST | {"db": "{db_url}"}
+    path = config_file(tmp_path, server.url, {"db_logins": True})
+    path.write_text(path.read_text().replace(json.dumps(REQUEST), json.dumps(request)))
+    try:
+        code = main(["run", "--config", str(path), "--run-id", "r", "--no-progress", "--item-ids", "greenleaf_1",
+                     "--no-preflight"])
+    finally:
+        server.close()
+    assert code in (0, 1) and seen["count"][0] > 0 and seen["write"], seen  # type: ignore[index]
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(str(seen["url"]), connect_timeout=5).close()
+    (record,) = records(tmp_path / "results" / "r")
+    assert str(seen["url"]).split("@")[0].split(":")[-1] not in json.dumps(record)  # the password is not journaled
+
+
+def test_a_template_naming_a_served_name_needs_serve(tmp_path):
+    path = config_file(tmp_path, "http://127.0.0.1:9/x")
+    path.write_text(path.read_text().split("\nserve:")[0] + "\n")
+    assert main(["check", "--config", str(path)]) == 2
