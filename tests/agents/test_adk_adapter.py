@@ -189,7 +189,7 @@ def make_agent(base_url, **overrides):
 class Conv:
     item = make_item()
     patience = 3
-    served: dict[str, str] = {}
+    served: ClassVar[dict[str, str]] = {}
 
 
 SQL_EVENTS = [model({"text": "```sql\nSELECT 1\n```"})]
