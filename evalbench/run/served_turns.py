@@ -97,8 +97,8 @@ class ServedTurns:
         try:
             reply = send()
         finally:
-            calls = port.end_turn()
-        return with_served_calls(reply, calls, port.toolbox.answer_sql())
+            calls, everything = port.end_turn()
+        return with_served_calls(reply, calls, everything, port.toolbox.answer_sql())
 
     def ask(self, conv: Conversation, question: str, calls: list[ToolCall]) -> str | None:
         """The virtual user's answer to a question asked through a tool (None: refused, over the
@@ -118,11 +118,13 @@ class ServedTurns:
         return answer.text
 
 
-def with_served_calls(reply: AgentReply, calls: list[ToolCall], answer_sql: str | None) -> AgentReply:
-    """``reply`` with the turn's served calls first (an adapter's record of the same call, not run
-    by the harness, is dropped) and, when it gives no SQL, the SQL its tools say is its answer."""
+def with_served_calls(reply: AgentReply, calls: list[ToolCall], everything: list[ToolCall],
+                      answer_sql: str | None) -> AgentReply:
+    """``reply`` with ``calls`` (the turn's served calls not on a question's turn) first, less the
+    adapter's own record of any of ``everything`` the turn served (kept once, as the harness ran
+    it) and, when it gives no SQL, the SQL its tools say is its answer."""
     adapters = list(reply.tool_calls)
-    for call in calls:
+    for call in everything:
         twin = next((c for c in adapters if c.outcome is None and c.name == call.name and c.args == call.args), None)
         if twin is not None:
             adapters.remove(twin)

@@ -22,6 +22,8 @@ from evalbench.serve.toolbox import ServedToolbox
 log = logging.getLogger(__name__)
 
 ASK_USER = "ask_user"
+MAX_RECORDED = 1000  # calls of one turn kept (run or refused): an agent looping on a tool cannot fill memory
+MAX_QUESTION_CHARS = 8192
 SUBMIT_SQL = "submit_sql"  # BIRD-Interact's /submit (evalbench.serve.user_simulator)
 # (question, the calls of the turn so far) -> the virtual user's answer, or None when refused
 Ask = Callable[[str, list[ToolCall]], "str | None"]
@@ -34,6 +36,7 @@ class ConversationPort:
         self._open = True
         self._in_turn = False
         self._calls: list[ToolCall] = []  # this turn's calls not yet on a reply
+        self._turn_calls: list[ToolCall] = []  # all of this turn's calls (MAX_RECORDED at most)
         self._ids = itertools.count(1)
 
     @property
@@ -42,15 +45,16 @@ class ConversationPort:
 
     def begin_turn(self) -> None:
         with self._lock:
-            self._in_turn, self._calls = True, []
+            self._in_turn, self._calls, self._turn_calls = True, [], []
             self.toolbox.start_turn()
 
-    def end_turn(self) -> list[ToolCall]:
-        """The calls the turn made (waits for a call still running)."""
+    def end_turn(self) -> tuple[list[ToolCall], list[ToolCall]]:
+        """The calls of the turn not yet on a reply, and all the turn's calls (those put on a
+        question's turn included); waits for a call still running."""
         with self._lock:
             self._in_turn = False
             calls, self._calls = self._calls, []
-            return calls
+            return calls, list(self._turn_calls)
 
     def close(self) -> None:
         with self._lock:
@@ -61,6 +65,10 @@ class ConversationPort:
         call = ToolCall(name, dict(args), id=f"served-{next(self._ids)}")
         started = time.perf_counter()
         with self._lock:
+            if len(self._turn_calls) >= MAX_RECORDED:
+                return {"error": f"more than {MAX_RECORDED} calls in one turn: not run, not recorded; answer now"}
+            if self._in_turn:
+                self._turn_calls.append(call)
             refusal = self._refusal(name, args)
             if refusal is not None:
                 refused: dict[str, object] = {"error": refusal}
@@ -97,15 +105,19 @@ class ConversationPort:
         question = call.args.get("question")
         if not isinstance(question, str) or not question.strip():
             call.response, call.outcome = {"error": "no question given"}, "error"
+        elif len(question) > MAX_QUESTION_CHARS:
+            call.response, call.outcome = {"error": f"the question is over {MAX_QUESTION_CHARS} characters"}, "error"
         else:
             call.response, call.outcome = {"asked": True}, "ok"
             earlier, self._calls = self._calls, []
+            call.result_bytes = 0
             answer = self.ask(question, [*earlier, call])
             if answer is None:
                 call.response, call.outcome = {"error": "no more questions can be asked: answer now"}, "budget"
                 self._calls = earlier
             else:
                 call.response = {"answer": answer}
+                call.result_bytes = len(answer.encode("utf-8", "surrogatepass"))
         call.latency_s = time.perf_counter() - started
         if call.outcome != "ok":
             self._calls.append(call)
