@@ -98,6 +98,10 @@ def _choose_workers(args: argparse.Namespace, plan: RunPlan, items: Items) -> No
     if args.workers is None and args.executor == "local":
         args.workers = auto_workers(plan, items, args.shard, Path(args.resume) if args.resume else None)
     check_workers(1 if args.workers is None else args.workers, args.shard)
+    serve = plan.serve
+    if serve is not None and serve.port != 0 and ((args.workers or 1) > 1 or args.executor == "ray"):
+        raise ConfigError(f"serve.address {serve.address}: a fixed port is one process's; with --workers or --executor "
+                          "ray use port 0 (each worker serves on a free port)", key="serve.address")
     if not args.resume and args.workers is not None:
         args.workers = fit_workers(plan, items, args.workers)
 

@@ -30,7 +30,7 @@ def auto_workers(plan: RunPlan, items: Items, shard: str | None, resume: Path | 
     """The default of ``--workers``: one per core, at most one per :data:`MIN_CONVERSATIONS_PER_WORKER`
     conversations, and no more than :func:`shard_cap`; 1 for a shard of a split; on ``--resume``,
     as many as the run had."""
-    if shard:
+    if shard or (plan.serve is not None and plan.serve.port != 0):  # a fixed port is one process's
         return 1
     if resume is not None:
         return resumed_workers(resume)
