@@ -105,6 +105,8 @@ def preflight(plan: RunPlan, items: Items, parts: RunParts, *, gates: Sequence[t
         (f"agent {plan.agent.agent}", lambda: _probe(parts.agent, timeout_s, "no probe for this agent: not checked")),
         (f"virtual user {plan.vuser.vuser}", lambda: _probe(parts.vuser, timeout_s, "offline: nothing to reach")),
     ]
+    if plan.serve is not None:
+        probes.append(("served tools", lambda: _served(parts)))
     probes += [(f"database {d}/{n}", _database_probe(plan.databases, d, n, timeout_s)) for d, n in groups]
     probes.append(("output directory", lambda: _output_dir(output_dir or plan.output.root)))
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="evalbench-preflight") as pool:
@@ -140,6 +142,13 @@ def _scoring(parts: RunParts) -> str:
 def _gates(plan: RunPlan, gates: Sequence[tuple[str, Threshold]]) -> str:
     validate_gates(plan, gates)
     return f"the metrics {', '.join(t.metric for _, t in gates)} are known"
+
+
+def _served(parts: RunParts) -> str:
+    served = parts.served
+    assert served is not None
+    what = [name for name, on in (("MCP at /mcp", served.config.mcp), ("BIRD-Interact's /ask", served.config.user_simulator)) if on]
+    return f"listening at {served.base_url}: {', '.join(what) or 'nothing'}" + (", database logins lent" if served.config.db_logins else "")
 
 
 def _probe(part: object, timeout_s: float, without: str) -> str:

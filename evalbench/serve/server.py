@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import socket
 import threading
 import time
 
@@ -70,24 +71,37 @@ class Served:
 
     def start(self) -> None:
         """Listen on the configured address; a ConfigError when it cannot."""
-        app = self._app()
-        server = uvicorn.Server(uvicorn.Config(app, host=self.config.host, port=self.config.port, log_level="warning",
-                                              lifespan="on", access_log=False))
-        thread = threading.Thread(target=server.run, name="evalbench-serve", daemon=True)
+        sock = self._bind()
+        server = uvicorn.Server(uvicorn.Config(self._app(), log_level="warning", lifespan="on", access_log=False))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="evalbench-serve", daemon=True)
         thread.start()
         end = time.monotonic() + _START_S
         while not server.started and thread.is_alive() and time.monotonic() < end:
             time.sleep(0.02)
         if not server.started:
             server.should_exit = True
-            raise ConfigError(f"cannot serve the agent's tools on {self.config.address} (in use, or not an address "
-                              "of this machine)", key="serve.address")
-        sockets = [s for srv in server.servers for s in srv.sockets]
-        host, port = sockets[0].getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
-        self.base_url = f"http://{shown}:{port}"
+            sock.close()
+            raise ConfigError(f"the server for the agent's tools did not start on {self.config.address}", key="serve.address")
+        host, port = sock.getsockname()[:2]
+        self.base_url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         self._server, self._thread = server, thread
         log.info("serving the agent under test at %s", self.base_url)
+
+    def _bind(self) -> socket.socket:
+        """The listening socket (bound here, so that an address in use is our error, not the thread's)."""
+        host, port = self.config.host, self.config.port
+        sock: socket.socket | None = None
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+        except OSError as exc:
+            if sock is not None:
+                sock.close()
+            raise ConfigError(f"cannot serve the agent's tools on {self.config.address} ({exc.strerror or exc}: in use, "
+                              "or not an address of this machine)", key="serve.address") from None
+        return sock
 
     def stop(self) -> None:
         server, thread = self._server, self._thread

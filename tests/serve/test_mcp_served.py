@@ -85,9 +85,22 @@ def test_an_agent_using_the_served_tools_is_judged_on_what_it_ran(tmp_path, pgda
     (state,) = [rows for name, _, rows in agent.seen[("greenleaf_42", "main", 1)] if name == "run_sql"]
     assert state["columns"] == [] or "rows" in state  # the INSERT ran
     assert done["greenleaf_42"]["phases"][0]["sql"].startswith("INSERT INTO suppliers")
-    out = tmp_path / "explain.txt"
-    assert main(["explain", str(run_dir), "greenleaf_1"]) == 0 or True
-    del out
+
+
+
+def test_explain_shows_the_served_calls_and_the_question_asked_through_a_tool(tmp_path, pgdata, capsys):
+    server = Endpoint(ToolUser())
+    try:
+        main(["run", "--config", str(config_file(tmp_path, server.url)), "--run-id", "r", "--no-progress",
+              "--item-ids", AMBIGUOUS[0], "--no-preflight"])
+    finally:
+        server.close()
+    capsys.readouterr()
+    assert main(["explain", str(tmp_path / "results" / "r"), AMBIGUOUS[0]]) == 0
+    shown = capsys.readouterr().out
+    assert "agent → clarification" in shown and "Which one do you mean exactly?" in shown
+    assert "tool call list_tables({}) [ok" in shown and "tool call run_sql(" in shown and "tool call ask_user(" in shown
+    assert "Turn 2 · vuser:" in shown
 
 
 def test_tools_refuse_writes_in_a_question_other_databases_and_ended_conversations(tmp_path, pgdata):
@@ -123,6 +136,29 @@ def test_tools_refuse_writes_in_a_question_other_databases_and_ended_conversatio
     (late,) = results["late"]
     assert late.is_error and "no conversation has this token" in late.text  # type: ignore[attr-defined]
     assert urls[0] != urls[1]
+
+
+def test_a_management_tasks_writes_stay_in_its_conversation(tmp_path, pgdata):
+    counts: dict[str, list[object]] = {}
+    insert = "INSERT INTO suppliers (supplier_name, country, lead_time_days) VALUES ('Fernhollow Farms', 'Canada', 9)"
+    count = "SELECT count(*) FROM suppliers WHERE supplier_name = 'Fernhollow Farms'"
+
+    def writer(body: dict[str, object]) -> tuple[int, object]:
+        item = str(body["item"])
+        calls = [("run_sql", {"sql": insert}), ("run_sql", {"sql": count})] if item == "greenleaf_41" else [("run_sql", {"sql": count})]
+        counts[item] = [c.value for c in call_tools(str(body["mcp"]), calls)]
+        return 200, {"text": "done"}
+
+    server = Endpoint(writer)
+    try:
+        main(["run", "--config", str(config_file(tmp_path, server.url, max_in_flight=1)), "--run-id", "r",
+              "--no-progress", "--item-ids", "greenleaf_41", "greenleaf_42", "--no-preflight"])
+    finally:
+        server.close()
+    assert counts["greenleaf_41"][1]["rows"] == [[1]]  # the conversation sees its own write
+    assert counts["greenleaf_42"][0]["rows"] == [[0]]  # the next one does not: it was rolled back
+    record = {r["item_id"]: r for r in records(tmp_path / "results" / "r")}["greenleaf_41"]
+    assert record["phases"][0]["sql"] == insert  # its writes are its answer (its reads are not)
 
 
 def test_the_tools_offered_are_the_configured_ones(tmp_path, pgdata):
@@ -178,3 +214,19 @@ def test_a_template_naming_a_served_name_needs_serve(tmp_path):
     path = config_file(tmp_path, "http://127.0.0.1:9/x")
     path.write_text(path.read_text().split("\nserve:")[0] + "\n")
     assert main(["check", "--config", str(path)]) == 2
+
+
+def test_an_address_in_use_or_shared_by_workers_is_a_config_error_naming_it(tmp_path, pgdata, capsys):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        path = config_file(tmp_path, "http://127.0.0.1:9/x", {"address": address})
+        assert main(["check", "--config", str(path)]) in (2, 3)
+        out = capsys.readouterr()
+        assert f"cannot serve the agent's tools on {address}" in out.out + out.err, out
+    path = config_file(tmp_path, "http://127.0.0.1:9/x", {"address": "127.0.0.1:6123"})
+    assert main(["run", "--config", str(path), "--workers", "2", "--no-progress", "--no-preflight"]) == 2
+    assert "a fixed port is one process's" in capsys.readouterr().err
