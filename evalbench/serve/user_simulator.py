@@ -41,23 +41,28 @@ async def _body(request: Request, lookup: Lookup) -> tuple[ConversationPort, dic
     return port, body
 
 
+async def _called(request: Request, lookup: Lookup, tool: str, arg: str) -> dict[str, object] | JSONResponse:
+    """The response of ``tool`` called with the body's ``arg`` through the task's port (a JSONResponse: no such task)."""
+    found = await _body(request, lookup)
+    if isinstance(found, JSONResponse):
+        return found
+    port, body = found
+    return await anyio.to_thread.run_sync(port.call, tool, {arg: body.get(arg)})
+
+
 def routes(lookup: Lookup) -> list[Route]:
     async def ask(request: Request) -> JSONResponse:
-        found = await _body(request, lookup)
-        if isinstance(found, JSONResponse):
-            return found
-        port, body = found
-        response = await anyio.to_thread.run_sync(port.call, ASK_USER, {"question": body.get("question")})
+        response = await _called(request, lookup, ASK_USER, "question")
+        if isinstance(response, JSONResponse):
+            return response
         if "error" in response:
             return JSONResponse({"answer": f"(not answered: {response['error']})", "error": response["error"]})
         return JSONResponse({"answer": response["answer"]})
 
     async def submit(request: Request) -> JSONResponse:
-        found = await _body(request, lookup)
-        if isinstance(found, JSONResponse):
-            return found
-        port, body = found
-        response = await anyio.to_thread.run_sync(port.call, SUBMIT_SQL, {"sql": body.get("sql")})
+        response = await _called(request, lookup, SUBMIT_SQL, "sql")
+        if isinstance(response, JSONResponse):
+            return response
         message = f"[not recorded] {response['error']}" if "error" in response else SUBMITTED
         return JSONResponse({"passed": False, "message": message, "reward": 0.0, "phase_completed": None,
                              "has_follow_up": False, "follow_up_query": None})

@@ -68,3 +68,31 @@ def test_an_agent_that_loops_on_a_tool_is_cut_off():
     outcomes = [c.outcome for c in reply.tool_calls]
     assert outcomes[:2] == ["ok", "ok"] and set(outcomes[2:]) == {"budget"} and len(outcomes) == 1000
     assert "not run, not recorded" in results[-1]["error"]
+
+
+def test_birds_user_simulator_routes_answer_by_task_id_and_refuse_what_is_not_theirs():
+    import httpx
+
+    turns, conv, port = served_conversation()
+    served = turns.served
+    served.start()
+    try:
+        url = served.base_url
+        assert httpx.post(f"{url}/ask", json={"task_id": "nope", "question": "?"}).status_code == 404
+        assert httpx.post(f"{url}/ask", content=b"{not json").status_code == 400
+        assert httpx.post(f"{url}/ask", content=b" " * (2 << 20)).status_code == 413
+        between = httpx.post(f"{url}/ask", json={"task_id": port.token, "question": "Which shops?"}).json()
+        assert "no turn in progress" in between["error"]
+
+        def agent_turn() -> AgentReply:
+            answer = httpx.post(f"{url}/ask", json={"task_id": port.token, "question": "Which shops?"}).json()
+            submitted = httpx.post(f"{url}/submit", json={"task_id": port.token, "sql": "SELECT 2"}).json()
+            assert answer["answer"] and submitted["passed"] is False and "judges" in submitted["message"]
+            assert httpx.post(f"{url}/phase_transition", json={"task_id": port.token}).json() == {"status": "ok"}
+            return AgentReply(ReplyKind.ANSWER, text="submitted")
+
+        reply = turns.turn(conv, agent_turn)
+        assert reply.kind is ReplyKind.SQL and reply.sql == "SELECT 2"  # the submitted SQL is the answer
+        assert conv.phase.clarifications == 1 and conv.turns[0].vuser is not None
+    finally:
+        served.stop()
