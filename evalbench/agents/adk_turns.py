@@ -51,7 +51,8 @@ def turn_message(config: AdkAgentConfig, conversation: Conversation, facts: Stat
     if not config.messages and not config.state_each_turn:
         return TurnMessage(text, None)
     phase = conversation.last_turn.phase if conversation.turns else Phase.MAIN
-    names: dict[str, object] = {"phase": phase.value, "turn": len(conversation.turns) or 1}
+    budget = conversation.phases[-1].clarification_budget if conversation.phases else 0
+    names: dict[str, object] = {"phase": phase.value, "turn": len(conversation.turns) or 1, "clarification_budget": budget}
     if config.messages is not None:
         m = config.messages
         templates = {MessageKind.MAIN: m.main, MessageKind.FOLLOW_UP: m.follow_up,

@@ -29,7 +29,7 @@ _FORMATTER = string.Formatter()
 SchemaFile = Callable[[str], str]  # database -> the text of its <database>_schema.txt
 
 # What a per-turn template (``state_each_turn``, ``messages``) may name besides the item.
-TURN_NAMES = ("phase", "turn")
+TURN_NAMES = ("phase", "turn", "clarification_budget")
 
 
 def _no_schema_file(database: str) -> str:

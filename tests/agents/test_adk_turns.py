@@ -247,3 +247,16 @@ def test_a_run_gives_the_agent_the_schema_files_of_its_knowledge_folder(tmp_path
         assert isinstance(agent, AdkAgent)
         facts = agent.state_facts(conversation())
     assert render_state(agent.config.session_state, facts) == {"db_schema": "CREATE TABLE stores (store_id int);\n"}
+
+
+def test_a_turns_state_may_name_its_phases_clarification_budget():
+    config = AdkAgentConfig(agent="adk", base_url="http://x", app_name="a",
+                            state_each_turn={"budget": "{clarification_budget}", "phase": "{phase}"})
+    item = make_item(ambiguous=True, follow_up=FOLLOW_UP)
+    conv = conversation(item)
+    facts = StateFacts(item, 3, lambda d, db: "", {})
+    after_prompt(conv, item.opening_question, "user")
+    assert turn_message(config, conv, facts, "q").state_delta == {"budget": 1 + 3, "phase": "main"}
+    conv.phases.append(follow_up_phase(item, 3))
+    after_prompt(conv, "Now only the first two.", "user")
+    assert turn_message(config, conv, facts, "f").state_delta == {"budget": 3, "phase": "follow_up"}

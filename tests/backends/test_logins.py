@@ -130,6 +130,17 @@ def test_pg_login_reads_its_database_and_can_write_nothing(pg) -> None:
         login.revoke()
 
 
+def test_pg_lending_is_not_taken_for_an_outsiders_change_by_the_next_run(pg, tmp_path) -> None:
+    """The reader group's grants change the database's privileges: its setup record follows, so
+    the next provisioning reuses the database instead of refusing it as changed."""
+    target, box, _ = pg
+    lend_login(box, ttl_s=60, label="before the next run").revoke()
+    (tmp_path / target.name / "postgres").mkdir(parents=True)
+    (tmp_path / target.name / "postgres" / "setup.sql").write_text(
+        "CREATE TABLE pets (id serial PRIMARY KEY, name text NOT NULL);\nINSERT INTO pets (name) VALUES ('rex');\n")
+    assert provision(target, find_setup(tmp_path, target.name, "postgres")).action == "reused"
+
+
 def test_pg_login_cannot_read_another_database(pg) -> None:
     target, box, other = pg
     table = f"eb_secret_{uuid.uuid4().hex[:8]}"

@@ -4,6 +4,8 @@ and checked (and run configs loaded) without importing an agent, virtual user, s
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +22,12 @@ REGISTRIES = {"agents": registries.AGENTS, "vusers": registries.VUSERS, "scorers
               "backends": registries.BACKENDS}
 
 
-def _adapter_modules_after(code: str) -> list[str]:
+def _adapter_modules_after(code: str, env: dict[str, str] | None = None) -> list[str]:
     """The modules of the adapter packages that ``code`` imports, in a fresh interpreter."""
     probe = (f"{code}\nimport json, sys\n"
              f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({ADAPTER_PACKAGES!r}))))\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=None if env is None else os.environ | env)
     assert done.returncode == 0, done.stderr
     return list(json.loads(done.stdout.splitlines()[-1]))
 
@@ -33,12 +36,14 @@ def test_importing_the_config_schema_imports_no_adapter_package():
     assert _adapter_modules_after("import evalbench.config") == []
 
 
-def test_loading_run_configs_imports_no_adapter_package():
-    """Every shipped config names built-in agents, virtual users, scorers and backends."""
+def test_loading_run_configs_imports_no_adapter_package(tmp_path):
+    """Every shipped config names built-in agents, virtual users, scorers and backends (a config
+    for BIRD-Interact's data is given a folder shaped like it, as its comments say)."""
     configs = sorted(str(path) for path in (ROOT / "configs").glob("*.yaml"))
     assert len(configs) > 3
+    shutil.copyfile(ROOT / "datasets" / "demo" / "greenleaf.jsonl", tmp_path / "bird_interact_data.jsonl")
     code = f"from evalbench.config import load_run_config\nfor path in {configs!r}:\n    load_run_config(path)"
-    assert _adapter_modules_after(code) == []
+    assert _adapter_modules_after(code, {"BIRD_INTERACT_DIR": str(tmp_path)}) == []
 
 
 def test_names_list_the_built_ins_without_importing_them():

@@ -26,6 +26,7 @@ connect there, make temporary tables and read what PUBLIC may read, not the tabl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import secrets
 import time
@@ -35,6 +36,8 @@ import psycopg
 from psycopg import sql
 
 from evalbench.backends.logins import Lent
+from evalbench.backends.postgres import meta
+from evalbench.backends.postgres.catalog import catalog_fingerprint, changes
 from evalbench.backends.postgres.privileges import grant_reader_group
 from evalbench.backends.postgres.roles import QUIET_SETTINGS, Login, admin_rights, verify_reader
 from evalbench.backends.postgres.target import DatabaseTarget, pg_message
@@ -49,6 +52,20 @@ _ADMIN_OPTIONS = "-c statement_timeout=10000 -c lock_timeout=5000"
 def reader_group(database: str) -> str:
     """The NOLOGIN role holding a database's read rights (63 bytes at most, like every name)."""
     return f"evalbench_read_{hashlib.sha256(database.encode()).hexdigest()[:12]}"
+
+
+def _grant_group(admin: psycopg.Connection, target: DatabaseTarget, group: str) -> meta.Record | None:
+    """Give ``group`` the sandbox's read rights. The first time, that changes the database's
+    privileges, which its setup record (:mod:`.meta`) fingerprints: the record of a database that
+    matched it is returned updated (to write once committed), so that the next run does not take
+    the harness's own grants for an outsider's change."""
+    record = meta.read(target)
+    before = catalog_fingerprint(admin)
+    grant_reader_group(admin, target.name, group)
+    after = catalog_fingerprint(admin)
+    if record is None or after == before or changes(record.catalog, before):
+        return None
+    return dataclasses.replace(record, catalog=after)
 
 
 class PostgresLender:
@@ -69,8 +86,10 @@ class PostgresLender:
                 admin.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_ROLE_LOCK,))
                 _drop_expired(admin)
                 group = reader_group(self.target.name)
-                grant_reader_group(admin, self.target.name, group)
+                rerecorded = _grant_group(admin, self.target, group)
                 self._create(admin, user, password, group, expires_at, superuser, label)
+            if rerecorded is not None:
+                meta.write(self.target, rerecorded)
         try:  # its warnings are the ones provisioning logged for evalbench_sandbox: the same rights
             verify_reader(self.target, Login(user, password))
         except (SandboxError, psycopg.Error) as exc:
