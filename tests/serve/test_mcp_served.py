@@ -230,3 +230,36 @@ def test_an_address_in_use_or_shared_by_workers_is_a_config_error_naming_it(tmp_
     path = config_file(tmp_path, "http://127.0.0.1:9/x", {"address": "127.0.0.1:6123"})
     assert main(["run", "--config", str(path), "--workers", "2", "--no-progress", "--no-preflight"]) == 2
     assert "a fixed port is one process's" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a statement runs into the 10 s statement timeout: make test-slow (CI) runs it
+def test_slow_huge_and_unauthenticated_calls_are_bounded(tmp_path, pgdata):
+    call = call_tools
+
+    results: dict[str, object] = {}
+
+    def attacker(body: dict[str, object]) -> tuple[int, object]:
+        url = str(body["mcp"])
+        bare = url.replace("/c/", "/x/").split("/x/")[0] + "/mcp"  # the shared endpoint, without the token
+        results["bare"] = call(bare, [("list_tables", {})])
+        results["calls"] = call(url, [
+            ("run_sql", {"sql": "SELECT pg_sleep(30)"}),  # past the statement timeout
+            ("run_sql", {"sql": "SELECT '" + "x" * 70_000 + "'"}),  # over the SQL size limit
+            ("sample_rows", {"table": "stores; DROP TABLE stores"}),
+            ("search_knowledge", {"query": "greenhouse", "limit": 10**9}),
+        ])
+        return 200, {"text": "done"}
+
+    server = Endpoint(attacker)
+    try:
+        main(["run", "--config", str(config_file(tmp_path, server.url, conversation_timeout_s=20)), "--run-id", "r",
+              "--no-progress", "--item-ids", "greenleaf_1", "--no-preflight"])
+    finally:
+        server.close()
+    (bare,) = results["bare"]  # type: ignore[misc]
+    assert bare.is_error and "no conversation has this token" in bare.text
+    slow, huge, injected, greedy = results["calls"]  # type: ignore[misc]
+    assert slow.is_error and huge.is_error and injected.is_error and "no table" in injected.text
+    assert not greedy.is_error and len(greedy.value["results"]) <= 5  # capped at tool_limits.max_results
+    (record,) = records(tmp_path / "results" / "r")
+    assert [c["outcome"] for c in record["turns"][0]["reply"]["tool_calls"]] == ["error", "error", "error", "ok"]
